@@ -1,0 +1,3 @@
+//! (crate docs being written)
+
+pub mod fetch;
