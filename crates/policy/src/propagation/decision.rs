@@ -1,0 +1,317 @@
+//! The object-copy decision as a table over facts, with no objects involved.
+//!
+//! For one object name in one namespace, the facts are: whether the namespace has an upstream
+//! (a parent or a template), whether the upstream holds a *source* of that name and with which
+//! `<domain>/propagate` mode, and whether the namespace holds a *live* object of that name,
+//! with its own mode, where its `<domain>/from` points, and whether it differs from the copy
+//! the source would make. Rows are tried in order:
+//!
+//! | # | upstream | source | live object | verdict |
+//! |---|---|---|---|---|
+//! | 1 | any | any | mode `update`, `from` names another namespace | **Delete** |
+//! | 2 | none | any | absent | Leave: nothing to copy |
+//! | 3 | none | any | no `from` | Leave: an original |
+//! | 4 | none | any | `from` set, mode not `update` | Leave: kept, not `update` |
+//! | 5 | yes | `create` / `update` | absent | **Create** |
+//! | 6 | yes | `create` / `update` | no `from` | Leave: conflict, an original holds the name |
+//! | 7 | yes | `create` / `update` | `from` another namespace, mode not `update` | Leave: conflict, a foreign copy holds the name |
+//! | 8 | yes | `create` | `from` the upstream | Leave: `create` copies are never updated |
+//! | 9 | yes | `update` | `from` the upstream, differs | **Update** |
+//! | 10 | yes | `update` | `from` the upstream, same | Leave: up to date |
+//! | 11 | yes | present, no mode | absent | Leave: nothing to copy |
+//! | 12 | yes | present, no mode | `from` the upstream | Leave: the source exists but no longer propagates |
+//! | 13 | yes | absent | absent | Leave: nothing to copy |
+//! | 14 | yes | absent | mode `update`, `from` the upstream | **Delete** |
+//! | 15 | yes | absent or no mode | no `from` | Leave: an original |
+//! | 16 | yes | absent or no mode | `from` set, mode not `update` | Leave: kept, not `update` |
+//!
+//! Two invariants follow and are property-tested: only a source in mode `update` ever causes
+//! an Update, and only a live object that is itself annotated `update` and carries `from` is
+//! ever deleted. An object without `from` is an original, never a copy, so it is never
+//! overwritten or deleted, even when its name collides with a source (rows 6, 15).
+
+use super::mode::PropagateMode;
+
+/// The object of that name in the upstream namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceFact {
+    Absent,
+    Present { mode: Option<PropagateMode> },
+}
+
+/// Where a live object's `<domain>/from` annotation points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FromFact {
+    /// No `from` (or an empty one): the object is an original.
+    Missing,
+    /// `from` names the namespace's upstream.
+    Upstream,
+    /// `from` names any other namespace, or the namespace has no upstream.
+    Other,
+}
+
+/// The object of that name in the reconciled namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LiveFact {
+    Absent,
+    Present {
+        mode: Option<PropagateMode>,
+        from: FromFact,
+        /// Whether it differs from the copy the source would make; only meaningful when the
+        /// source is in mode `update`.
+        differs: bool,
+    },
+}
+
+/// Everything the decision depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyFacts {
+    pub has_upstream: bool,
+    pub source: SourceFact,
+    pub live: LiveFact,
+}
+
+/// The decision without the objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Create,
+    Update,
+    Delete,
+    Leave(LeaveReason),
+}
+
+/// Why nothing is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaveReason {
+    /// Neither a propagating source nor a live object.
+    NothingToCopy,
+    /// The `update` copy equals what the source would make.
+    UpToDate,
+    /// The copy of a `create` source exists; such copies are never updated.
+    CreateOnly,
+    /// The source exists but is not annotated `create` or `update`; its copy stays.
+    SourceNotPropagated,
+    /// The live object has no `from`: it belongs to the namespace itself.
+    Original,
+    /// The source wants a copy, but an original of the same name holds the place.
+    OccupiedByOriginal,
+    /// The source wants a copy, but a copy from another namespace, not in mode `update`, holds
+    /// the place.
+    OccupiedByForeignCopy,
+    /// A copy that is not in mode `update` outlived its source or upstream; it is kept.
+    KeptNotUpdateMode,
+}
+
+impl LeaveReason {
+    /// Whether the controller should report a conflict for this name.
+    pub fn is_conflict(self) -> bool {
+        matches!(self, Self::OccupiedByOriginal | Self::OccupiedByForeignCopy)
+    }
+}
+
+/// Applies the table in the module documentation.
+pub fn decide(facts: CopyFacts) -> Verdict {
+    use LeaveReason::*;
+    let CopyFacts {
+        has_upstream,
+        source,
+        live,
+    } = facts;
+    let (live_mode, from, differs) = match live {
+        LiveFact::Absent => {
+            let wanted = matches!(source, SourceFact::Present { mode: Some(_) });
+            return if has_upstream && wanted {
+                Verdict::Create
+            } else {
+                Verdict::Leave(NothingToCopy)
+            };
+        }
+        LiveFact::Present {
+            mode,
+            from,
+            differs,
+        } => (mode, from, differs),
+    };
+    let live_is_update = live_mode == Some(PropagateMode::Update);
+    // Without an upstream no `from` can name it, whatever the caller classified.
+    let from = match from {
+        FromFact::Upstream if !has_upstream => FromFact::Other,
+        from => from,
+    };
+    if live_is_update && from == FromFact::Other {
+        return Verdict::Delete;
+    }
+    let source_mode = match source {
+        SourceFact::Present { mode } if has_upstream => mode,
+        _ => None,
+    };
+    match (source_mode, from) {
+        (_, FromFact::Missing) if source_mode.is_some() => Verdict::Leave(OccupiedByOriginal),
+        (_, FromFact::Missing) => Verdict::Leave(Original),
+        (Some(_), FromFact::Other) => Verdict::Leave(OccupiedByForeignCopy),
+        (Some(PropagateMode::Create), FromFact::Upstream) => Verdict::Leave(CreateOnly),
+        (Some(PropagateMode::Update), FromFact::Upstream) if differs => Verdict::Update,
+        (Some(PropagateMode::Update), FromFact::Upstream) => Verdict::Leave(UpToDate),
+        (None, FromFact::Upstream) if source != SourceFact::Absent => {
+            Verdict::Leave(SourceNotPropagated)
+        }
+        (None, FromFact::Upstream) if live_is_update => Verdict::Delete,
+        (None, _) => Verdict::Leave(KeptNotUpdateMode),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use PropagateMode::*;
+
+    fn live(mode: Option<PropagateMode>, from: FromFact, differs: bool) -> LiveFact {
+        LiveFact::Present {
+            mode,
+            from,
+            differs,
+        }
+    }
+
+    fn present(mode: Option<PropagateMode>) -> SourceFact {
+        SourceFact::Present { mode }
+    }
+
+    #[test]
+    fn every_row_of_the_table() {
+        use FromFact::*;
+        use LeaveReason::*;
+        let rows: &[(bool, SourceFact, LiveFact, Verdict)] = &[
+            (
+                true,
+                present(Some(Update)),
+                live(Some(Update), Other, false),
+                Verdict::Delete,
+            ),
+            (
+                false,
+                SourceFact::Absent,
+                live(Some(Update), Other, false),
+                Verdict::Delete,
+            ),
+            (
+                false,
+                present(Some(Update)),
+                LiveFact::Absent,
+                Verdict::Leave(NothingToCopy),
+            ),
+            (
+                false,
+                SourceFact::Absent,
+                live(Some(Update), Missing, false),
+                Verdict::Leave(Original),
+            ),
+            (
+                false,
+                SourceFact::Absent,
+                live(Some(Create), Other, false),
+                Verdict::Leave(KeptNotUpdateMode),
+            ),
+            (
+                true,
+                present(Some(Create)),
+                LiveFact::Absent,
+                Verdict::Create,
+            ),
+            (
+                true,
+                present(Some(Update)),
+                LiveFact::Absent,
+                Verdict::Create,
+            ),
+            (
+                true,
+                present(Some(Update)),
+                live(None, Missing, true),
+                Verdict::Leave(OccupiedByOriginal),
+            ),
+            (
+                true,
+                present(Some(Create)),
+                live(Some(Create), Other, true),
+                Verdict::Leave(OccupiedByForeignCopy),
+            ),
+            (
+                true,
+                present(Some(Create)),
+                live(Some(Create), Upstream, true),
+                Verdict::Leave(CreateOnly),
+            ),
+            (
+                true,
+                present(Some(Update)),
+                live(Some(Update), Upstream, true),
+                Verdict::Update,
+            ),
+            (
+                true,
+                present(Some(Update)),
+                live(Some(Create), Upstream, true),
+                Verdict::Update,
+            ),
+            (
+                true,
+                present(Some(Update)),
+                live(Some(Update), Upstream, false),
+                Verdict::Leave(UpToDate),
+            ),
+            (
+                true,
+                present(None),
+                LiveFact::Absent,
+                Verdict::Leave(NothingToCopy),
+            ),
+            (
+                true,
+                present(None),
+                live(Some(Update), Upstream, true),
+                Verdict::Leave(SourceNotPropagated),
+            ),
+            (
+                true,
+                SourceFact::Absent,
+                LiveFact::Absent,
+                Verdict::Leave(NothingToCopy),
+            ),
+            (
+                true,
+                SourceFact::Absent,
+                live(Some(Update), Upstream, false),
+                Verdict::Delete,
+            ),
+            (
+                true,
+                SourceFact::Absent,
+                live(Some(Update), Missing, false),
+                Verdict::Leave(Original),
+            ),
+            (
+                true,
+                SourceFact::Absent,
+                live(Some(Create), Upstream, false),
+                Verdict::Leave(KeptNotUpdateMode),
+            ),
+        ];
+        for (has_upstream, source, live, want) in rows {
+            let facts = CopyFacts {
+                has_upstream: *has_upstream,
+                source: *source,
+                live: *live,
+            };
+            assert_eq!(decide(facts), *want, "{facts:?}");
+        }
+    }
+
+    #[test]
+    fn only_occupied_places_are_conflicts() {
+        assert!(LeaveReason::OccupiedByOriginal.is_conflict());
+        assert!(LeaveReason::OccupiedByForeignCopy.is_conflict());
+        assert!(!LeaveReason::CreateOnly.is_conflict());
+        assert!(!LeaveReason::Original.is_conflict());
+    }
+}

@@ -1,0 +1,278 @@
+//! A view of every namespace and the links between them.
+//!
+//! Each namespace has at most one upstream link (see [`Role`]), so following upstream links
+//! from any namespace either reaches a namespace without one, reaches a name that does not
+//! exist, or runs into a cycle. [`NamespaceTree::upstream_chain`] reports which.
+
+use std::collections::BTreeMap;
+
+use crate::keys::Keys;
+
+use super::namespace::{NamespaceState, Role, RoleKind, Upstream};
+
+/// Every namespace of the cluster, read through one key domain.
+#[derive(Debug, Clone)]
+pub struct NamespaceTree {
+    keys: Keys,
+    namespaces: BTreeMap<String, NamespaceState>,
+}
+
+/// Why the tree cannot answer for a namespace.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TreeError {
+    #[error("namespace {0} does not exist")]
+    UnknownNamespace(String),
+    #[error("namespace {namespace}: its {upstream} does not exist")]
+    MissingUpstream {
+        namespace: String,
+        upstream: Upstream,
+    },
+    #[error("namespace {namespace} is on or below the cycle {}", members.join(" -> "))]
+    Cycle {
+        namespace: String,
+        members: Vec<String>,
+    },
+    #[error("namespace {namespace} is not below a root namespace: {reason}")]
+    NoRoot { namespace: String, reason: String },
+}
+
+/// Where following upstream links from a namespace leads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamChain {
+    /// The namespaces from the start to the first one without an upstream, in that order.
+    Complete(Vec<String>),
+    /// The walk met a link to a namespace that does not exist; `path` ends with the namespace
+    /// holding that link.
+    Dangling {
+        path: Vec<String>,
+        missing: Upstream,
+    },
+    /// The walk came back to a namespace it had visited; `members` is the cycle in link order
+    /// (each member's upstream is the next, the last one's is the first).
+    Cycle {
+        path: Vec<String>,
+        members: Vec<String>,
+    },
+}
+
+impl NamespaceTree {
+    pub fn new(keys: &Keys, namespaces: impl IntoIterator<Item = NamespaceState>) -> Self {
+        Self {
+            keys: keys.clone(),
+            namespaces: namespaces
+                .into_iter()
+                .map(|ns| (ns.name.clone(), ns))
+                .collect(),
+        }
+    }
+
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    pub fn get(&self, name: &str) -> Option<&NamespaceState> {
+        self.namespaces.get(name)
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.namespaces.contains_key(name)
+    }
+
+    pub fn namespaces(&self) -> impl Iterator<Item = &NamespaceState> {
+        self.namespaces.values()
+    }
+
+    /// The role of a namespace, if it exists.
+    pub fn role(&self, name: &str) -> Option<Role> {
+        self.get(name).map(|ns| ns.role(&self.keys))
+    }
+
+    /// This tree with `namespace` added or replacing the namespace of the same name: the tree
+    /// as it would be if an admission request were allowed.
+    pub fn with_namespace(&self, namespace: NamespaceState) -> Self {
+        let mut tree = self.clone();
+        tree.namespaces.insert(namespace.name.clone(), namespace);
+        tree
+    }
+
+    /// Namespaces whose `<domain>/parent` label names `name`.
+    pub fn sub_namespaces(&self, name: &str) -> Vec<&str> {
+        self.names_where(|ns| ns.parent(&self.keys) == Some(name))
+    }
+
+    /// Namespaces whose `<domain>/template` label names `name`.
+    pub fn instances(&self, name: &str) -> Vec<&str> {
+        self.names_where(|ns| ns.template(&self.keys) == Some(name))
+    }
+
+    /// Namespaces whose upstream is `name`: the namespaces that receive its labels,
+    /// annotations and object copies.
+    pub fn children(&self, name: &str) -> Vec<&str> {
+        self.names_where(|ns| {
+            ns.role(&self.keys)
+                .upstream()
+                .is_some_and(|up| up.name() == name)
+        })
+    }
+
+    fn names_where(&self, keep: impl Fn(&NamespaceState) -> bool) -> Vec<&str> {
+        self.namespaces
+            .values()
+            .filter(|ns| keep(ns))
+            .map(|ns| ns.name.as_str())
+            .collect()
+    }
+
+    /// Follows upstream links from `start` (which must exist).
+    pub fn upstream_chain(&self, start: &str) -> Result<UpstreamChain, TreeError> {
+        if !self.contains(start) {
+            return Err(TreeError::UnknownNamespace(start.to_owned()));
+        }
+        let mut path: Vec<String> = Vec::new();
+        let mut current = start.to_owned();
+        loop {
+            if let Some(at) = path.iter().position(|seen| *seen == current) {
+                let members = path[at..].to_vec();
+                return Ok(UpstreamChain::Cycle { path, members });
+            }
+            let Some(role) = self.role(&current) else {
+                let holder = path
+                    .last()
+                    .expect("the start exists, so the path is not empty");
+                let missing = self
+                    .role(holder)
+                    .and_then(|r| r.upstream().cloned())
+                    .expect("the holder linked to the missing namespace");
+                return Ok(UpstreamChain::Dangling { path, missing });
+            };
+            path.push(current);
+            match role.upstream() {
+                Some(up) => current = up.name().to_owned(),
+                None => return Ok(UpstreamChain::Complete(path)),
+            }
+        }
+    }
+
+    /// The root namespace above `name`: `name` itself when it is a root, otherwise the root
+    /// reached through parent links. Roots that follow a template stop the walk, since a
+    /// template link does not lead to a root.
+    pub fn root_of(&self, name: &str) -> Result<&str, TreeError> {
+        let no_root = |reason: String| TreeError::NoRoot {
+            namespace: name.to_owned(),
+            reason,
+        };
+        let mut seen: Vec<&str> = Vec::new();
+        let mut current = name;
+        loop {
+            let ns = self
+                .namespaces
+                .get(current)
+                .ok_or_else(|| no_root(format!("namespace {current} does not exist")))?;
+            if seen.contains(&current) {
+                return Err(TreeError::Cycle {
+                    namespace: name.to_owned(),
+                    members: seen.iter().map(|s| s.to_string()).collect(),
+                });
+            }
+            seen.push(current);
+            let role = ns.role(&self.keys);
+            match (role.kind(), role.upstream()) {
+                (RoleKind::Root, _) => return Ok(ns.name.as_str()),
+                (RoleKind::Sub, Some(Upstream::Parent(_))) => {
+                    current = ns.parent(&self.keys).expect("a sub-namespace has a parent");
+                }
+                (kind, _) => {
+                    return Err(no_root(format!(
+                        "namespace {current} is a {kind} namespace, neither root nor sub"
+                    )));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Name, type, parent and template of one namespace.
+    type Links<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+
+    fn tree(links: &[Links]) -> NamespaceTree {
+        let keys = Keys::default();
+        NamespaceTree::new(
+            &keys,
+            links.iter().map(|(name, ty, parent, template)| {
+                let mut ns = NamespaceState::new(*name);
+                if let Some(t) = ty {
+                    ns = ns.with_label(&keys.type_label, *t);
+                }
+                if let Some(p) = parent {
+                    ns = ns.with_label(&keys.parent_label, *p);
+                }
+                if let Some(t) = template {
+                    ns = ns.with_label(&keys.template_label, *t);
+                }
+                ns
+            }),
+        )
+    }
+
+    #[test]
+    fn children_follow_the_upstream_link_of_each_role() {
+        let t = tree(&[
+            ("root", Some("root"), None, None),
+            ("tmpl", Some("template"), None, None),
+            ("a", None, Some("root"), None),
+            ("b", None, None, Some("tmpl")),
+            ("c", Some("root"), None, Some("tmpl")),
+        ]);
+        assert_eq!(t.children("root"), vec!["a"]);
+        assert_eq!(t.children("tmpl"), vec!["b", "c"]);
+        assert_eq!(t.sub_namespaces("root"), vec!["a"]);
+        assert_eq!(t.instances("tmpl"), vec!["b", "c"]);
+    }
+
+    #[test]
+    fn upstream_chain_reports_complete_dangling_and_cyclic_walks() {
+        let t = tree(&[
+            ("root", Some("root"), None, None),
+            ("a", None, Some("root"), None),
+            ("b", None, Some("a"), None),
+            ("lost", None, Some("gone"), None),
+            ("x", None, Some("y"), None),
+            ("y", None, Some("x"), None),
+            ("below", None, Some("x"), None),
+        ]);
+        assert_eq!(
+            t.upstream_chain("b").unwrap(),
+            UpstreamChain::Complete(vec!["b".into(), "a".into(), "root".into()])
+        );
+        assert_eq!(
+            t.upstream_chain("lost").unwrap(),
+            UpstreamChain::Dangling {
+                path: vec!["lost".into()],
+                missing: Upstream::Parent("gone".into())
+            }
+        );
+        match t.upstream_chain("below").unwrap() {
+            UpstreamChain::Cycle { members, .. } => assert_eq!(members, ["x", "y"]),
+            other => panic!("expected a cycle, got {other:?}"),
+        }
+        assert!(t.upstream_chain("nope").is_err());
+    }
+
+    #[test]
+    fn root_of_walks_parents_up_to_the_root() {
+        let t = tree(&[
+            ("root", Some("root"), None, None),
+            ("a", None, Some("root"), None),
+            ("b", None, Some("a"), None),
+            ("plain", None, None, None),
+            ("orphan", None, Some("plain"), None),
+        ]);
+        assert_eq!(t.root_of("b").unwrap(), "root");
+        assert_eq!(t.root_of("root").unwrap(), "root");
+        assert!(matches!(t.root_of("orphan"), Err(TreeError::NoRoot { .. })));
+    }
+}
