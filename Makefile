@@ -46,10 +46,14 @@ lint: deps
 crds:
 	$(CARGO) run -q -p arborctl -- crds --out charts/arbor/crds
 
-## bench: run the benchmarks and write their figures to target/bench/results.md.
+## bench: run every crate's benchmarks (`benches/*.rs`, plain programs that print Markdown)
+## and collect their figures in $(BENCH_OUT).
+BENCH_OUT ?= target/bench/results.md
 bench: deps
-	mkdir -p target/bench
-	$(CARGO) run --release -q -p arbor-bench -- --out target/bench/results.md
+	@mkdir -p $(dir $(BENCH_OUT))
+	@{ echo "# Arbor benchmarks"; echo; echo "$$(date -u +%Y-%m-%dT%H:%M:%SZ), $$(nproc) cores, $$(git rev-parse --short HEAD 2>/dev/null)"; echo; } > $(BENCH_OUT)
+	$(CARGO) bench --workspace --benches -q | tee -a $(BENCH_OUT)
+	@echo "results: $(BENCH_OUT)"
 
 demo:
 	@echo "make demo arrives with the local demo (issue 'One system'); it is not built yet." >&2; exit 1

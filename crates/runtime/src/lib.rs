@@ -1,1 +1,30 @@
-//! (being written)
+//! # arbor-runtime
+//!
+//! The wiring that every Arbor binary shares, so that each `main.rs` only parses its own flags
+//! and hands a [`Runtime`]-built context to its controller:
+//!
+//! - [`flags`]: the common command-line flags (each with an environment variable);
+//! - [`telemetry`]: tracing output as text or JSON;
+//! - [`client`]: a Kubernetes client from a kubeconfig, a context, or the in-cluster account;
+//! - [`metrics`] and [`admin`]: a prometheus-client registry with one sub-registry per
+//!   component, served with `/healthz` and `/readyz` (ready only once caches have synced);
+//! - [`lease`]: leader election on `coordination.k8s.io` Leases;
+//! - [`grpc`]: gRPC servers and channels over rustls, with mutual TLS, where plaintext is only
+//!   accepted on loopback addresses;
+//! - [`pki`]: a small CA that issues mutual-TLS material for the demo and tests;
+//! - [`shutdown`]: SIGTERM / SIGINT handling that lets in-flight work finish within a bound.
+//!
+//! Nothing here knows about Arbor's resources; the controllers bring those.
+
+pub mod admin;
+pub mod client;
+pub mod flags;
+pub mod grpc;
+pub mod lease;
+pub mod metrics;
+pub mod pki;
+pub mod shutdown;
+pub mod telemetry;
+
+pub use flags::CommonArgs;
+pub use shutdown::Shutdown;

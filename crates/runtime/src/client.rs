@@ -1,0 +1,66 @@
+//! The Kubernetes client every component uses.
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use crate::flags::CommonArgs;
+
+/// The client could not be configured.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot read kubeconfig {path}: {source}")]
+    ReadKubeconfig {
+        path: String,
+        source: kube::config::KubeconfigError,
+    },
+    #[error("kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: String,
+        source: kube::config::KubeconfigError,
+    },
+    #[error(
+        "no Kubernetes configuration found (no --kubeconfig, no in-cluster account, no ~/.kube/config): {0}"
+    )]
+    Infer(#[from] kube::config::InferConfigError),
+    #[error("cannot build a Kubernetes client: {0}")]
+    Build(#[from] kube::Error),
+}
+
+/// The client configuration that the flags select: an explicit kubeconfig (and context),
+/// else the standard inference (in-cluster, then `$KUBECONFIG` or `~/.kube/config`).
+pub async fn config(args: &CommonArgs) -> Result<Config, ClientError> {
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    match &args.kubeconfig {
+        Some(path) => {
+            let shown = path.display().to_string();
+            let kubeconfig =
+                Kubeconfig::read_from(path).map_err(|source| ClientError::ReadKubeconfig {
+                    path: shown.clone(),
+                    source,
+                })?;
+            Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|source| ClientError::Kubeconfig {
+                    path: shown,
+                    source,
+                })
+        }
+        None if args.context.is_some() => {
+            Config::from_kubeconfig(&options)
+                .await
+                .map_err(|source| ClientError::Kubeconfig {
+                    path: "$KUBECONFIG or ~/.kube/config".into(),
+                    source,
+                })
+        }
+        None => Ok(Config::infer().await?),
+    }
+}
+
+/// A client for the configuration that the flags select.
+pub async fn client(args: &CommonArgs) -> Result<Client, ClientError> {
+    Ok(Client::try_from(config(args).await?)?)
+}

@@ -1,0 +1,236 @@
+//! gRPC servers and channels between Arbor's components.
+//!
+//! In a cluster every component serves and calls over TLS, and with a CA configured both sides
+//! verify each other (mutual TLS). Plaintext exists for the local demo and tests only, so it is
+//! refused for any address that is not loopback: a misconfigured Deployment fails at start
+//! instead of exposing an unauthenticated API.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::{
+    Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Server, ServerTlsConfig,
+};
+
+use crate::flags::TlsArgs;
+
+/// Why a gRPC server or channel could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum GrpcError {
+    #[error("cannot read TLS file {path}: {source}")]
+    ReadFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "refusing plaintext gRPC on {address}: plaintext is only allowed on loopback; set --tls-cert and --tls-key"
+    )]
+    PlaintextNotLoopback { address: String },
+    #[error("TLS configuration for {address} is invalid: {source}")]
+    Tls {
+        address: String,
+        source: tonic::transport::Error,
+    },
+    #[error("invalid gRPC endpoint {address:?}: {reason}")]
+    InvalidEndpoint { address: String, reason: String },
+    #[error("cannot connect to {address}: {source}")]
+    Connect {
+        address: String,
+        source: tonic::transport::Error,
+    },
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// The PEM material of one component: its identity, and the CA its peers chain to.
+#[derive(Debug, Clone, Default)]
+pub struct TlsMaterial {
+    pub cert_pem: Option<String>,
+    pub key_pem: Option<String>,
+    pub ca_pem: Option<String>,
+}
+
+impl TlsMaterial {
+    /// Reads the files named by the TLS flags; `None` when no TLS flag is set.
+    pub fn load(args: &TlsArgs) -> Result<Option<Self>, GrpcError> {
+        if args.cert.is_none() && args.key.is_none() && args.ca.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Self {
+            cert_pem: args.cert.as_deref().map(read).transpose()?,
+            key_pem: args.key.as_deref().map(read).transpose()?,
+            ca_pem: args.ca.as_deref().map(read).transpose()?,
+        }))
+    }
+
+    fn identity(&self) -> Option<Identity> {
+        match (&self.cert_pem, &self.key_pem) {
+            (Some(cert), Some(key)) => Some(Identity::from_pem(cert, key)),
+            _ => None,
+        }
+    }
+
+    fn ca(&self) -> Option<Certificate> {
+        self.ca_pem.as_ref().map(Certificate::from_pem)
+    }
+}
+
+fn read(path: &Path) -> Result<String, GrpcError> {
+    std::fs::read_to_string(path).map_err(|source| GrpcError::ReadFile {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// A server builder for `addr`: TLS with the component's identity, client certificates
+/// required when a CA is configured, plaintext only on loopback.
+pub fn server(addr: SocketAddr, tls: Option<&TlsMaterial>) -> Result<Server, GrpcError> {
+    let identity = tls.and_then(TlsMaterial::identity);
+    let Some(identity) = identity else {
+        if !addr.ip().is_loopback() {
+            return Err(GrpcError::PlaintextNotLoopback {
+                address: addr.to_string(),
+            });
+        }
+        return Ok(Server::builder());
+    };
+    let mut config = ServerTlsConfig::new().identity(identity);
+    if let Some(ca) = tls.and_then(TlsMaterial::ca) {
+        config = config.client_ca_root(ca).client_auth_optional(false);
+    }
+    Server::builder()
+        .tls_config(config)
+        .map_err(|source| GrpcError::Tls {
+            address: addr.to_string(),
+            source,
+        })
+}
+
+/// Binds `addr` for a gRPC server, returning the incoming stream and the bound address.
+pub async fn bind(addr: SocketAddr) -> Result<(TcpListenerStream, SocketAddr), GrpcError> {
+    let bind_error = |source| GrpcError::Bind {
+        address: addr,
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(bind_error)?;
+    let local = listener.local_addr().map_err(bind_error)?;
+    Ok((TcpListenerStream::new(listener), local))
+}
+
+/// An endpoint for `address` (`https://host:port`, or `http://` on loopback), configured
+/// with the component's client identity and the CA that the server must chain to.
+pub fn endpoint(address: &str, tls: Option<&TlsMaterial>) -> Result<Endpoint, GrpcError> {
+    let invalid = |reason: String| GrpcError::InvalidEndpoint {
+        address: address.to_owned(),
+        reason,
+    };
+    let endpoint = Endpoint::from_shared(address.to_owned()).map_err(|e| invalid(e.to_string()))?;
+    let uri = endpoint.uri();
+    let host = uri
+        .host()
+        .ok_or_else(|| invalid("no host".into()))?
+        .to_owned();
+    match uri.scheme_str() {
+        Some("http") => {
+            if !is_loopback_host(&host) {
+                return Err(GrpcError::PlaintextNotLoopback {
+                    address: address.to_owned(),
+                });
+            }
+            Ok(endpoint)
+        }
+        Some("https") => {
+            let mut config = ClientTlsConfig::new().domain_name(host.trim_matches(['[', ']']));
+            if let Some(material) = tls {
+                if let Some(ca) = material.ca() {
+                    config = config.ca_certificate(ca);
+                }
+                if let Some(identity) = material.identity() {
+                    config = config.identity(identity);
+                }
+            }
+            endpoint
+                .tls_config(config)
+                .map_err(|source| GrpcError::Tls {
+                    address: address.to_owned(),
+                    source,
+                })
+        }
+        other => Err(invalid(format!("scheme {other:?} is not http or https"))),
+    }
+}
+
+/// Connects at once, so that a wrong address or TLS problem is reported where it happens.
+pub async fn connect(address: &str, tls: Option<&TlsMaterial>) -> Result<Channel, GrpcError> {
+    endpoint(address, tls)?
+        .connect()
+        .await
+        .map_err(|source| GrpcError::Connect {
+            address: address.to_owned(),
+            source,
+        })
+}
+
+/// A channel that connects on first use, for components that start before their peers.
+pub fn connect_lazy(address: &str, tls: Option<&TlsMaterial>) -> Result<Channel, GrpcError> {
+    Ok(endpoint(address, tls)?.connect_lazy())
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .trim_matches(['[', ']'])
+            .parse::<IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plaintext_server_is_refused_off_loopback() {
+        let err = server("0.0.0.0:9090".parse().unwrap(), None).unwrap_err();
+        assert!(
+            matches!(err, GrpcError::PlaintextNotLoopback { .. }),
+            "{err}"
+        );
+        assert!(server("127.0.0.1:9090".parse().unwrap(), None).is_ok());
+        assert!(server("[::1]:9090".parse().unwrap(), None).is_ok());
+    }
+
+    #[test]
+    fn plaintext_channel_is_refused_off_loopback() {
+        let err = endpoint("http://gitsync.arbor-system.svc:9090", None).unwrap_err();
+        assert!(
+            err.to_string().contains("only allowed on loopback"),
+            "{err}"
+        );
+        assert!(endpoint("http://127.0.0.1:9090", None).is_ok());
+        assert!(endpoint("http://localhost:9090", None).is_ok());
+        assert!(endpoint("http://[::1]:9090", None).is_ok());
+    }
+
+    #[test]
+    fn unknown_scheme_is_an_invalid_endpoint() {
+        let err = endpoint("ftp://127.0.0.1:9090", None).unwrap_err();
+        assert!(matches!(err, GrpcError::InvalidEndpoint { .. }), "{err}");
+    }
+
+    #[test]
+    fn missing_tls_file_names_the_path() {
+        let args = TlsArgs {
+            cert: Some("/nonexistent/cert.pem".into()),
+            key: Some("/nonexistent/key.pem".into()),
+            ca: None,
+        };
+        let err = TlsMaterial::load(&args).unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/cert.pem"), "{err}");
+    }
+}

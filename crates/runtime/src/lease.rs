@@ -1,0 +1,302 @@
+//! Leader election on `coordination.k8s.io/v1` Leases.
+//!
+//! Several replicas of a controller run for availability; only the holder of the component's
+//! Lease acts. The protocol is the one client-go's leader election uses, so Arbor's Leases
+//! read the same to `kubectl` and to other tooling:
+//!
+//! - a candidate creates the Lease when it does not exist, or takes it over when it is free
+//!   (released, no holder) or expired;
+//! - expiry is judged by the candidate's own clock: a Lease is expired when its record has not
+//!   changed for `leaseDurationSeconds` since this candidate first saw that record. Comparing
+//!   the holder's `renewTime` with the local clock would make clock skew between nodes decide
+//!   leadership;
+//! - every write carries the `resourceVersion` it read, so two candidates racing for an
+//!   expired Lease cannot both win: the loser gets 409 Conflict and stays a follower;
+//! - the holder renews every `renew_interval`, and steps down when it has not managed to
+//!   renew for a whole lease duration, because by then another replica may have taken over;
+//! - on shutdown the holder releases the Lease (empties `holderIdentity`), so a successor
+//!   takes over at its next attempt instead of after a full lease duration.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::PostParams;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// A Lease operation failed for a reason other than losing a race.
+#[derive(Debug, thiserror::Error)]
+#[error("lease {namespace}/{name}: {source}")]
+pub struct LeaseError {
+    namespace: String,
+    name: String,
+    source: kube::Error,
+}
+
+/// What one candidate needs to know to take part.
+#[derive(Debug, Clone)]
+pub struct LeaseConfig {
+    pub name: String,
+    pub namespace: String,
+    /// Unique per replica: the pod name in a cluster.
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_interval: Duration,
+}
+
+/// The outcome of one election step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    /// Someone else holds a valid Lease (`None` while the holder is unknown, after a lost race).
+    Follower {
+        holder: Option<String>,
+    },
+}
+
+/// One candidate for one Lease.
+#[derive(Debug)]
+pub struct LeaderElector {
+    api: Api<Lease>,
+    config: LeaseConfig,
+    /// The last Lease record seen (holder, renew time, transitions) and when it was first seen.
+    observed: Option<(ObservedRecord, Instant)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ObservedRecord {
+    holder: Option<String>,
+    renew_time: Option<Timestamp>,
+    transitions: Option<i32>,
+}
+
+impl ObservedRecord {
+    fn of(spec: &LeaseSpec) -> Self {
+        Self {
+            holder: spec.holder_identity.clone().filter(|h| !h.is_empty()),
+            renew_time: spec.renew_time.as_ref().map(|t| t.0),
+            transitions: spec.lease_transitions,
+        }
+    }
+}
+
+impl LeaderElector {
+    pub fn new(client: kube::Client, config: LeaseConfig) -> Self {
+        Self {
+            api: Api::namespaced(client, &config.namespace),
+            config,
+            observed: None,
+        }
+    }
+
+    /// One election step: create, renew or take over the Lease when this candidate may.
+    pub async fn try_acquire_or_renew(&mut self) -> Result<Role, LeaseError> {
+        let Some(current) = self
+            .api
+            .get_opt(&self.config.name)
+            .await
+            .map_err(|e| self.error(e))?
+        else {
+            return self.create().await;
+        };
+        let spec = current.spec.clone().unwrap_or_default();
+        let record = ObservedRecord::of(&spec);
+        let now = Instant::now();
+        let first_seen = match &self.observed {
+            Some((seen, at)) if *seen == record => *at,
+            _ => now,
+        };
+        self.observed = Some((record.clone(), first_seen));
+
+        let duration = spec
+            .lease_duration_seconds
+            .map(|s| Duration::from_secs(s.max(0) as u64))
+            .unwrap_or(self.config.lease_duration);
+        let held_by_me = record.holder.as_deref() == Some(self.config.identity.as_str());
+        let expired = now.duration_since(first_seen) >= duration;
+        if !held_by_me && record.holder.is_some() && !expired {
+            return Ok(Role::Follower {
+                holder: record.holder,
+            });
+        }
+
+        let mut next = current;
+        let spec = next.spec.get_or_insert_with(LeaseSpec::default);
+        let stamp = MicroTime(Timestamp::now());
+        if !held_by_me {
+            spec.holder_identity = Some(self.config.identity.clone());
+            spec.acquire_time = Some(stamp.clone());
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        spec.renew_time = Some(stamp);
+        spec.lease_duration_seconds = Some(self.config.lease_duration.as_secs() as i32);
+        self.write(
+            |api, name| async move { api.replace(&name, &PostParams::default(), &next).await },
+        )
+        .await
+    }
+
+    /// Gives the Lease up if this candidate holds it, so a successor need not wait for expiry.
+    pub async fn release(&mut self) -> Result<(), LeaseError> {
+        let Some(mut current) = self
+            .api
+            .get_opt(&self.config.name)
+            .await
+            .map_err(|e| self.error(e))?
+        else {
+            return Ok(());
+        };
+        let spec = current.spec.get_or_insert_with(LeaseSpec::default);
+        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+            return Ok(());
+        }
+        spec.holder_identity = None;
+        spec.acquire_time = None;
+        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        spec.lease_duration_seconds = Some(1);
+        match self
+            .api
+            .replace(&self.config.name, &PostParams::default(), &current)
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Someone else wrote it meanwhile: it is no longer ours to release.
+            Err(kube::Error::Api(status)) if status.is_conflict() => Ok(()),
+            Err(e) => Err(self.error(e)),
+        }
+    }
+
+    async fn create(&mut self) -> Result<Role, LeaseError> {
+        let stamp = MicroTime(Timestamp::now());
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.config.name.clone()),
+                namespace: Some(self.config.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(self.config.identity.clone()),
+                acquire_time: Some(stamp.clone()),
+                renew_time: Some(stamp),
+                lease_duration_seconds: Some(self.config.lease_duration.as_secs() as i32),
+                lease_transitions: Some(0),
+                ..LeaseSpec::default()
+            }),
+        };
+        self.write(|api, _| async move { api.create(&PostParams::default(), &lease).await })
+            .await
+    }
+
+    /// Performs a create or replace; losing the race (409) means following, not failing.
+    async fn write<F, Fut>(&mut self, op: F) -> Result<Role, LeaseError>
+    where
+        F: FnOnce(Api<Lease>, String) -> Fut,
+        Fut: std::future::Future<Output = kube::Result<Lease>>,
+    {
+        match op(self.api.clone(), self.config.name.clone()).await {
+            Ok(written) => {
+                let record = ObservedRecord::of(&written.spec.unwrap_or_default());
+                self.observed = Some((record, Instant::now()));
+                Ok(Role::Leader)
+            }
+            Err(kube::Error::Api(status)) if status.is_conflict() || status.is_already_exists() => {
+                Ok(Role::Follower { holder: None })
+            }
+            Err(e) => Err(self.error(e)),
+        }
+    }
+
+    fn error(&self, source: kube::Error) -> LeaseError {
+        LeaseError {
+            namespace: self.config.namespace.clone(),
+            name: self.config.name.clone(),
+            source,
+        }
+    }
+
+    /// Campaigns until `shutdown`, publishing whether this candidate leads. On shutdown the
+    /// Lease is released before the task ends.
+    pub fn spawn(mut self, shutdown: CancellationToken) -> Leadership {
+        let (tx, rx) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            let mut last_renewal = Instant::now();
+            loop {
+                let leading = *tx.borrow();
+                match self.try_acquire_or_renew().await {
+                    Ok(Role::Leader) => {
+                        last_renewal = Instant::now();
+                        if !leading {
+                            tracing::info!(lease = %self.config.name, identity = %self.config.identity, "became leader");
+                        }
+                        tx.send_replace(true);
+                    }
+                    Ok(Role::Follower { holder }) => {
+                        if leading {
+                            tracing::warn!(lease = %self.config.name, ?holder, "lost leadership");
+                        }
+                        tx.send_replace(false);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "leader election step failed");
+                        if leading && last_renewal.elapsed() >= self.config.lease_duration {
+                            tracing::warn!(lease = %self.config.name, "could not renew within the lease duration; stepping down");
+                            tx.send_replace(false);
+                        }
+                    }
+                }
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    () = tokio::time::sleep(self.config.renew_interval) => {}
+                }
+            }
+            if *tx.borrow() {
+                tx.send_replace(false);
+                if let Err(error) = self.release().await {
+                    tracing::warn!(%error, "could not release the lease");
+                }
+            }
+        });
+        Leadership { state: rx, task }
+    }
+}
+
+/// Whether this replica leads, as the campaign task sees it.
+#[derive(Debug)]
+pub struct Leadership {
+    state: watch::Receiver<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Leadership {
+    pub fn is_leader(&self) -> bool {
+        *self.state.borrow()
+    }
+
+    /// A receiver that changes whenever leadership is gained or lost.
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.state.clone()
+    }
+
+    /// Waits until this replica leads (or the campaign ended).
+    pub async fn acquired(&self) {
+        let mut state = self.state.clone();
+        // An error means the campaign task ended; nothing more will change.
+        let _ = state.wait_for(|leading| *leading).await;
+    }
+
+    /// Waits until this replica no longer leads.
+    pub async fn lost(&self) {
+        let mut state = self.state.clone();
+        let _ = state.wait_for(|leading| !*leading).await;
+    }
+
+    /// Waits for the campaign to end (after shutdown, with the Lease released).
+    pub async fn finished(self) {
+        if let Err(error) = self.task.await {
+            tracing::error!(%error, "leader election task failed");
+        }
+    }
+}
