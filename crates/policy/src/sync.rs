@@ -1,1 +1,66 @@
-//! (being written)
+//! The management action table of seeds/000 ("System Guarantees") and the "resource matches"
+//! comparison it depends on.
+//!
+//! ## Model
+//!
+//! For each object that git declares or the cluster holds, gitsync asks three questions and acts
+//! on the answer:
+//!
+//! 1. [`Control::of`] (in [`label`]): does the live object carry the management label? Arbor
+//!    updates or deletes only objects that do ([`may_update_or_delete`]).
+//! 2. [`compare`] (in [`matches`](mod@matches)): does the live object match its declaration?
+//!    Declared-subset semantics, server-owned fields ignored, optionally restricted to a Sync's
+//!    `compareFields`; the answer lists the differing [`FieldPath`]s for drift reports.
+//! 3. [`decide`] (in [`action`]): the seed's table. Its input, [`Situation`], nests the columns so
+//!    that the "N/A" cells cannot be built (no "matches" without a declared, labelled live
+//!    object; no "has label" without a live object), and [`Situation::assess`] builds it from the
+//!    declared and live objects. The [`Decision`] names the [`Action`] and the table [`Row`] that
+//!    chose it, with a stable id and a reason for `Explain`.
+//!
+//! Flat (Faros) sources declare no Syncs; gitsync treats every kind of such a source as having a
+//! Sync declared, so the table applies from its second column on.
+//!
+//! ## Seed rows and their tests
+//!
+//! Action table rows (columns: Sync Declared, Resource Declared, On Cluster, Has Label,
+//! Resource Matches), tests in `tests/sync_action_table.rs`:
+//!
+//! | row | cells | action | test |
+//! |---|---|---|---|
+//! | 1 | yes yes yes yes yes | no action | `action_table_row_1_sync_yes_declared_yes_on_cluster_yes_label_yes_matches_yes_no_action` |
+//! | 2 | yes yes yes yes no | update | `action_table_row_2_sync_yes_declared_yes_on_cluster_yes_label_yes_matches_no_updates_resource_to_match_git` |
+//! | 3 | yes yes yes no N/A | no action | `action_table_row_3_sync_yes_declared_yes_on_cluster_yes_label_no_no_action` |
+//! | 4 | yes yes no N/A N/A | create | `action_table_row_4_sync_yes_declared_yes_on_cluster_no_creates_resource_to_match_git` |
+//! | 5 | yes no yes yes N/A | delete | `action_table_row_5_sync_yes_declared_no_on_cluster_yes_label_yes_deletes_resource_to_match_git` |
+//! | 6 | yes no yes no N/A | no action | `action_table_row_6_sync_yes_declared_no_on_cluster_yes_label_no_no_action` |
+//! | 7 | yes no no N/A N/A | no action | `action_table_row_7_sync_yes_declared_no_on_cluster_no_no_action` |
+//! | 8 | no N/A N/A N/A N/A | no action | `action_table_row_8_sync_no_no_action` |
+//!
+//! The seed's examples, same file:
+//!
+//! | example | test |
+//! |---|---|
+//! | ClusterRole `pod-accountant` not in git, no label: not deleted or altered | `example_pod_accountant_not_in_git_is_not_deleted_or_altered` |
+//! | ClusterRole `quota-viewer` added to git, later removed | `example_quota_viewer_is_created_then_removed_when_deleted_from_git` |
+//! | Role `job-creator` labelled and in git | `example_job_creator_is_updated_to_match_git` |
+//! | RoleBinding `pod-creator` inherited by descendants, modified, then removed | `example_pod_creator_in_every_descendant_is_updated_then_removed` |
+//! | Role `secret-admin` created by hand, labelled later | `example_secret_admin_is_kept_until_labelled_then_deleted` |
+//! | Role `shipping-admin` added to git | `example_shipping_admin_is_created` |
+//!
+//! The takeaways ("only delete or update ... management label applied", "only create ... no
+//! existing matching resource") are the property tests in `tests/sync_properties.rs`:
+//! `no_update_or_delete_without_the_management_label` and
+//! `create_only_when_sync_and_resource_are_declared_and_nothing_is_on_the_cluster`.
+//! The "resource matches" rules are shown table-driven in `tests/sync_matches.rs`.
+
+pub mod action;
+pub mod label;
+pub mod matches;
+pub mod path;
+
+pub use action::{
+    Action, COLUMNS, Decision, DeclaredOnCluster, Row, Situation, UndeclaredOnCluster, decide,
+};
+pub use label::{Control, UnmanagedReason, may_update_or_delete};
+pub use matches::{CompareFields, Comparison, Difference, compare, value_at};
+pub use path::{FieldPath, InvalidFieldPath, PathSegment};

@@ -1,0 +1,292 @@
+//! "Resource Matches" (seeds/000): does the object on the cluster match the one declared in git?
+//!
+//! The comparison uses **declared-subset** semantics, because the API server and other
+//! controllers legitimately add to every object Arbor applies:
+//!
+//! - every field the declaration sets must be present on the live object with an equal value;
+//! - fields only the live object has are ignored (defaults, `status`, labels and annotations
+//!   added by the server, kubectl or other controllers), so `status` is compared only when it is
+//!   declared;
+//! - lists are compared element by element **at the same index**, each declared element being a
+//!   subset of the live element at that index (so server-defaulted fields inside a container are
+//!   ignored), and the **lengths must be equal**: in Kubernetes schemas a list is usually atomic,
+//!   and an element added on the cluster (an extra rule in a Role, an extra subject in a
+//!   RoleBinding) is exactly the drift a policy system must see;
+//! - a declared `null`, empty list or empty map means "absent": it matches a missing or null
+//!   live field (Kubernetes drops empty fields), and a declared map missing on the cluster is
+//!   reported field by field;
+//! - numbers compare by value, so `1` matches `1.0`.
+//!
+//! Some declared fields are never compared, even when a declaration carries them (as it does when
+//! it was exported with `kubectl get -o yaml`): the fields the server owns
+//! ([`SERVER_OWNED_METADATA`]), the management label itself (Arbor sets it; the declaration may
+//! or may not carry it), and annotations that tools write for their own bookkeeping
+//! ([`TOOL_ANNOTATIONS`]).
+//!
+//! When the Sync gives `compareFields`, only those paths of the declaration are compared, with
+//! the same rules below each path; a path the declaration does not set is not compared.
+//!
+//! A known limit of subset semantics: a field removed from git but still on the cluster is not a
+//! difference. Server-side apply removes such a field at the next apply Arbor makes, because
+//! Arbor's field manager owned it.
+//!
+//! The result is the list of differing paths, not a bool, so drift reports and `Explain` can say
+//! what differs.
+
+use serde_json::Value;
+
+use super::path::{FieldPath, InvalidFieldPath, PathSegment};
+use crate::keys::ManagementLabel;
+
+/// Metadata fields that the API server fills in and owns.
+pub const SERVER_OWNED_METADATA: &[&str] = &[
+    "uid",
+    "resourceVersion",
+    "generation",
+    "managedFields",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "selfLink",
+];
+
+/// Annotations that tools write about an object rather than as part of it.
+pub const TOOL_ANNOTATIONS: &[&str] = &[
+    "kubectl.kubernetes.io/last-applied-configuration",
+    "deployment.kubernetes.io/revision",
+];
+
+/// Which fields of a declaration are compared: a Sync's `compareFields`, or all it declares.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum CompareFields {
+    /// Every declared field (the Sync gives no `compareFields`).
+    #[default]
+    AllDeclared,
+    /// Only these paths; never empty.
+    Only(Vec<FieldPath>),
+}
+
+impl CompareFields {
+    /// Reads a Sync's `compareFields`; an empty list means every declared field.
+    pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<Self, InvalidFieldPath> {
+        if entries.is_empty() {
+            return Ok(Self::AllDeclared);
+        }
+        let paths = entries
+            .iter()
+            .map(|entry| entry.as_ref().parse())
+            .collect::<Result<Vec<FieldPath>, _>>()?;
+        Ok(Self::Only(paths))
+    }
+
+    /// The roots to compare from, without any root that lies below another (it would be
+    /// compared twice).
+    fn roots(&self) -> Vec<FieldPath> {
+        match self {
+            Self::AllDeclared => vec![FieldPath::root()],
+            Self::Only(paths) => {
+                let mut roots: Vec<FieldPath> = paths.clone();
+                roots.sort();
+                roots.dedup_by(|later, earlier| later.starts_with(earlier));
+                roots
+            }
+        }
+    }
+}
+
+/// One way in which a live object does not match its declaration.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Difference {
+    /// The declaration sets the field; the live object lacks it.
+    Missing { path: FieldPath, declared: Value },
+    /// Both set the field, to different values (or to values of different types).
+    Differs {
+        path: FieldPath,
+        declared: Value,
+        live: Value,
+    },
+    /// Both set the list, with different lengths.
+    LengthDiffers {
+        path: FieldPath,
+        declared: usize,
+        live: usize,
+    },
+}
+
+impl Difference {
+    pub fn path(&self) -> &FieldPath {
+        match self {
+            Self::Missing { path, .. }
+            | Self::Differs { path, .. }
+            | Self::LengthDiffers { path, .. } => path,
+        }
+    }
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Missing { path, declared } => {
+                write!(f, "{path}: declared {declared}, missing on the cluster")
+            }
+            Self::Differs {
+                path,
+                declared,
+                live,
+            } => write!(f, "{path}: declared {declared}, cluster has {live}"),
+            Self::LengthDiffers {
+                path,
+                declared,
+                live,
+            } => write!(
+                f,
+                "{path}: declared a list of length {declared}, cluster has length {live}"
+            ),
+        }
+    }
+}
+
+/// The outcome of comparing a declaration with its live object.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Comparison {
+    pub differences: Vec<Difference>,
+}
+
+impl Comparison {
+    /// "Resource Matches" in the action table.
+    pub fn matches(&self) -> bool {
+        self.differences.is_empty()
+    }
+
+    /// The paths that differ, for drift reports.
+    pub fn paths(&self) -> impl Iterator<Item = &FieldPath> {
+        self.differences.iter().map(Difference::path)
+    }
+}
+
+/// Compares `declared` with `live` under declared-subset semantics (see the module docs).
+pub fn compare(
+    declared: &Value,
+    live: &Value,
+    fields: &CompareFields,
+    label: &ManagementLabel,
+) -> Comparison {
+    let walker = Walker {
+        never_compared: never_compared(label),
+    };
+    let mut differences = Vec::new();
+    for root in fields.roots() {
+        if let Some(declared_at_root) = value_at(declared, &root) {
+            walker.walk(
+                &root,
+                declared_at_root,
+                value_at(live, &root),
+                &mut differences,
+            );
+        }
+    }
+    Comparison { differences }
+}
+
+/// The value at `path`, if every step exists.
+pub fn value_at<'a>(value: &'a Value, path: &FieldPath) -> Option<&'a Value> {
+    path.segments()
+        .iter()
+        .try_fold(value, |value, segment| match segment {
+            PathSegment::Key(key) => value.get(key.as_str()),
+            PathSegment::Index(index) => value.get(*index),
+        })
+}
+
+fn never_compared(label: &ManagementLabel) -> Vec<FieldPath> {
+    let metadata = FieldPath::root().key("metadata");
+    let annotations = metadata.key("annotations");
+    SERVER_OWNED_METADATA
+        .iter()
+        .map(|field| metadata.key(field))
+        .chain(TOOL_ANNOTATIONS.iter().map(|key| annotations.key(key)))
+        .chain([metadata.key("labels").key(&label.key)])
+        .collect()
+}
+
+struct Walker {
+    never_compared: Vec<FieldPath>,
+}
+
+impl Walker {
+    fn walk(
+        &self,
+        path: &FieldPath,
+        declared: &Value,
+        live: Option<&Value>,
+        out: &mut Vec<Difference>,
+    ) {
+        if self
+            .never_compared
+            .iter()
+            .any(|ignored| path.starts_with(ignored))
+        {
+            return;
+        }
+        // Kubernetes does not tell an absent field from a null one, nor (with `omitempty`) from
+        // an empty list or map.
+        let live = live.filter(|live| !live.is_null());
+        match (declared, live) {
+            (Value::Null, None) => {}
+            (Value::Array(declared), None) if declared.is_empty() => {}
+            // Descend so that each missing field is reported, and ignored ones are not.
+            (Value::Object(declared), None) => {
+                for (key, declared_field) in declared {
+                    self.walk(&path.key(key), declared_field, None, out);
+                }
+            }
+            (_, None) => out.push(Difference::Missing {
+                path: path.clone(),
+                declared: declared.clone(),
+            }),
+            (Value::Object(declared), Some(Value::Object(live))) => {
+                for (key, declared_field) in declared {
+                    self.walk(&path.key(key), declared_field, live.get(key), out);
+                }
+            }
+            (Value::Array(declared), Some(Value::Array(live))) => {
+                if declared.len() != live.len() {
+                    out.push(Difference::LengthDiffers {
+                        path: path.clone(),
+                        declared: declared.len(),
+                        live: live.len(),
+                    });
+                }
+                for (index, (declared_element, live_element)) in
+                    declared.iter().zip(live).enumerate()
+                {
+                    self.walk(
+                        &path.index(index),
+                        declared_element,
+                        Some(live_element),
+                        out,
+                    );
+                }
+            }
+            (declared, Some(live)) if !scalars_equal(declared, live) => {
+                out.push(Difference::Differs {
+                    path: path.clone(),
+                    declared: declared.clone(),
+                    live: live.clone(),
+                });
+            }
+            (_, Some(_)) => {}
+        }
+    }
+}
+
+fn scalars_equal(declared: &Value, live: &Value) -> bool {
+    match (declared, live) {
+        // YAML `1` and JSON `1.0` are the same number; integers compare exactly so that large
+        // values are not rounded through f64.
+        (Value::Number(d), Value::Number(l)) if d.is_f64() || l.is_f64() => {
+            d.as_f64() == l.as_f64()
+        }
+        _ => declared == live,
+    }
+}
