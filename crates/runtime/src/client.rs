@@ -64,3 +64,20 @@ pub async fn config(args: &CommonArgs) -> Result<Config, ClientError> {
 pub async fn client(args: &CommonArgs) -> Result<Client, ClientError> {
     Ok(Client::try_from(config(args).await?)?)
 }
+
+/// A client for a kubeconfig held in memory, such as the one an emulated API server hands
+/// out in tests and in the demo, or one read from a Secret.
+pub async fn from_kubeconfig_yaml(yaml: &str) -> Result<Client, ClientError> {
+    let shown = || "(in-memory kubeconfig)".to_owned();
+    let kubeconfig = Kubeconfig::from_yaml(yaml).map_err(|source| ClientError::ReadKubeconfig {
+        path: shown(),
+        source,
+    })?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|source| ClientError::Kubeconfig {
+            path: shown(),
+            source,
+        })?;
+    Ok(Client::try_from(config)?)
+}

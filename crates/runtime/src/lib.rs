@@ -3,6 +3,7 @@
 //! The wiring that every Arbor binary shares, so that each `main.rs` only parses its own flags
 //! and hands a [`Runtime`]-built context to its controller:
 //!
+//! - [`component`]: the start-up sequence of a controller process, built on the rest;
 //! - [`flags`]: the common command-line flags (each with an environment variable);
 //! - [`telemetry`]: tracing output as text or JSON;
 //! - [`client`]: a Kubernetes client from a kubeconfig, a context, or the in-cluster account;
@@ -18,6 +19,7 @@
 
 pub mod admin;
 pub mod client;
+pub mod component;
 pub mod flags;
 pub mod grpc;
 pub mod lease;
@@ -26,5 +28,6 @@ pub mod pki;
 pub mod shutdown;
 pub mod telemetry;
 
+pub use component::{Component, StartError};
 pub use flags::CommonArgs;
 pub use shutdown::Shutdown;
