@@ -1,0 +1,150 @@
+//! The one decision function: admission over HTTPS and `PolicyService.Review` over gRPC both
+//! call [`Policy::review`].
+//!
+//! Which rules apply is decided by the request's kind:
+//!
+//! | kind | operations | rule |
+//! |---|---|---|
+//! | `arbor.dev` GitTrackObject, ClusterGitTrackObject | CREATE, UPDATE | ownership matrix ([`rules::ownership`]) |
+//! | `arbor.dev` GitTrack, ClusterGitTrack | CREATE, UPDATE | spec validation ([`rules::sources`]) |
+//! | core Namespace, `arbor.dev` SubNamespace | CREATE, UPDATE, DELETE | namespace tree ([`rules::namespaces`]) |
+//! | any kind, with `--prevent-drift` | CREATE, UPDATE, DELETE | drift prevention ([`rules::drift`]) |
+//!
+//! Subresources other than the main resource (`status`, `scale`) are not judged by the kind
+//! rules: they do not change owners, specs or tree labels. Drift prevention does judge `scale`,
+//! since scaling a declared Deployment by hand is drift.
+
+use std::sync::Arc;
+
+use kube::Resource;
+use kube::core::admission::Operation;
+use serde_json::Value;
+
+use crate::declared::DeclaredState;
+use crate::review::ReviewInput;
+use crate::rules::namespaces::TreeKind;
+use crate::rules::ownership::TrackingKind;
+use crate::rules::shape::ShapeError;
+use crate::rules::sources::SourceKind;
+use crate::rules::{drift, namespaces, ownership, sources};
+use crate::settings::PolicySettings;
+use crate::tree::TreeSource;
+use crate::verdict::Verdict;
+
+/// The kinds Arbor has rules for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Subject {
+    Tracking(TrackingKind),
+    Source(SourceKind),
+    Tree(TreeKind),
+    Other,
+}
+
+impl Subject {
+    fn of(input: &ReviewInput) -> Self {
+        let arbor_group = arbor_api::GitTrack::group(&());
+        let kind = input.kind.kind.as_str();
+        match (input.kind.group.as_str(), kind) {
+            ("", "Namespace") => Self::Tree(TreeKind::Namespace),
+            (group, _) if group != arbor_group => Self::Other,
+            (_, "GitTrackObject") => Self::Tracking(TrackingKind::GitTrackObject),
+            (_, "ClusterGitTrackObject") => Self::Tracking(TrackingKind::ClusterGitTrackObject),
+            (_, "GitTrack") => Self::Source(SourceKind::GitTrack),
+            (_, "ClusterGitTrack") => Self::Source(SourceKind::ClusterGitTrack),
+            (_, "SubNamespace") => Self::Tree(TreeKind::SubNamespace),
+            _ => Self::Other,
+        }
+    }
+}
+
+/// The webhook's decision maker: settings, the namespace tree and the declared state. Drift
+/// prevention runs when the settings enable it and a declared-state source is given.
+#[derive(Clone)]
+pub struct Policy {
+    settings: Arc<PolicySettings>,
+    tree: Arc<dyn TreeSource>,
+    /// Where drift prevention asks what git declares; `None` turns drift prevention off.
+    declared: Option<Arc<dyn DeclaredState>>,
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Policy {
+    pub fn new(
+        settings: PolicySettings,
+        tree: Arc<dyn TreeSource>,
+        declared: Option<Arc<dyn DeclaredState>>,
+    ) -> Self {
+        Self {
+            settings: Arc::new(settings),
+            tree,
+            declared,
+        }
+    }
+
+    pub fn settings(&self) -> &PolicySettings {
+        &self.settings
+    }
+
+    /// Every rule that concerns `input`, evaluated in order.
+    pub async fn review(&self, input: &ReviewInput) -> Verdict {
+        let mut verdict = Verdict::default();
+        let what = format!("{} {}", input.kind.kind, input.object_name());
+        if let Err(error) = self.review_kind(input, &mut verdict) {
+            verdict.push(error.into_check(&what));
+        }
+        if let (Some(drift), Some(declared)) = (&self.settings.drift, &self.declared) {
+            match drift::review(drift, input, declared.as_ref()).await {
+                Ok(Some(check)) => verdict.push(check),
+                Ok(None) => {}
+                Err(error) => verdict.push(error.into_check(&what)),
+            }
+        }
+        verdict
+    }
+
+    fn review_kind(&self, input: &ReviewInput, verdict: &mut Verdict) -> Result<(), ShapeError> {
+        if input.sub_resource.is_some() {
+            return Ok(());
+        }
+        let stored = || stored_object(input);
+        match Subject::of(input) {
+            Subject::Other => {}
+            Subject::Tracking(kind) => {
+                if let Some(object) = stored()? {
+                    ownership::review(&self.settings, kind, input, object, verdict)?;
+                }
+            }
+            Subject::Source(kind) => {
+                if let Some(object) = stored()? {
+                    verdict.push(sources::review(kind, input, object));
+                }
+            }
+            Subject::Tree(kind) => {
+                let tree = self.tree.tree();
+                if let Some(check) = namespaces::review(&self.settings, kind, input, &tree)? {
+                    verdict.push(check);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The object a CREATE or UPDATE stores; `None` for DELETE and CONNECT.
+fn stored_object(input: &ReviewInput) -> Result<Option<&Value>, ShapeError> {
+    match input.operation {
+        Operation::Create | Operation::Update => match &input.object {
+            Some(object @ Value::Object(_)) => Ok(Some(object)),
+            Some(_) => Err(ShapeError::wrong_type("object", "a JSON object")),
+            None => Err(ShapeError::missing("object")),
+        },
+        Operation::Delete | Operation::Connect => Ok(None),
+    }
+}

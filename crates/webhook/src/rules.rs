@@ -1,0 +1,9 @@
+//! The admission rules, one module per concern. Each reads raw JSON through [`shape`] and asks
+//! `arbor-policy` (or `arbor-api` for specs) for the decision; [`crate::policy`] chooses which
+//! apply to a request.
+
+pub mod drift;
+pub mod namespaces;
+pub mod ownership;
+pub mod shape;
+pub mod sources;

@@ -1,0 +1,161 @@
+//! The Resource Ownership Matrix (seeds/002) on GitTrackObjects and ClusterGitTrackObjects.
+//!
+//! A tracking object names its source twice: in `metadata.ownerReferences` (kind GitTrack or
+//! ClusterGitTrack in Arbor's API group) and in the source annotation
+//! (`<domain>/source: GitTrack/<namespace>/<name>` or `ClusterGitTrack/<name>`). An
+//! ownerReference has no namespace, so a GitTrack owner read from it is in the object's own
+//! namespace (the API server's rule for namespaced owners) and, for a cluster-scoped
+//! ClusterGitTrackObject, in no namespace at all; the annotation is where a cross-namespace
+//! claim shows. Every owner found is judged by [`may_own`] for this installation's
+//! `--clustergittrack-mode`, and the denial quotes the matrix row and the seed's reason.
+
+use arbor_api::keys::{ArborKeys, SourceRef};
+use arbor_policy::ownership::{
+    Owner, OwnershipRule, OwnershipVerdict, TrackingObject, WatchScope, may_own,
+};
+use kube::Resource;
+use serde_json::Value;
+
+use super::shape::{ShapeError, string_at};
+use crate::review::ReviewInput;
+use crate::settings::PolicySettings;
+use crate::verdict::{Check, Verdict};
+
+/// Which tracking kind is under review.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrackingKind {
+    GitTrackObject,
+    ClusterGitTrackObject,
+}
+
+/// The rule id of a matrix cell, like `seeds/002 ownership GitTrack cross-namespace`.
+pub fn rule_id(verdict: OwnershipVerdict) -> String {
+    let cell = match verdict.rule {
+        OwnershipRule::SameNamespace => "same-namespace",
+        OwnershipRule::CrossNamespaceNeverAllowed => "cross-namespace",
+        OwnershipRule::GitTrackCanNeverOwnClusterScoped => "cluster-scoped",
+        OwnershipRule::ClusterGitTracksCanAlwaysOwnClusterGitTrackObjects => "cgto",
+        OwnershipRule::IncludeNamespacedAllowsNamespaced => "include-namespaced",
+        OwnershipRule::ExcludeNamespacedDisallowsNamespaced => "exclude-namespaced",
+        OwnershipRule::DisabledDisallowsNamespaced => "disabled",
+    };
+    format!("seeds/002 ownership {} {cell}", verdict.row)
+}
+
+/// The check for one owner and tracking object.
+pub fn judge(scope: &WatchScope, owner: &Owner, tracking: &TrackingObject) -> Check {
+    let verdict = may_own(owner, tracking, scope.cluster_gittrack_mode());
+    let reason = format!(
+        "a {owner} {} a {tracking}: matrix row \"{}\" (--clustergittrack-mode={}) says {verdict}",
+        if verdict.allowed() {
+            "may own"
+        } else {
+            "may not own"
+        },
+        verdict.row,
+        scope.cluster_gittrack_mode(),
+    );
+    Check {
+        rule: rule_id(verdict),
+        allowed: verdict.allowed(),
+        reason,
+    }
+}
+
+/// Reviews a tracking object about to be stored.
+pub fn review(
+    settings: &PolicySettings,
+    kind: TrackingKind,
+    input: &ReviewInput,
+    object: &Value,
+    verdict: &mut Verdict,
+) -> Result<(), ShapeError> {
+    let tracking = match kind {
+        TrackingKind::ClusterGitTrackObject => TrackingObject::ClusterGitTrackObject,
+        TrackingKind::GitTrackObject => {
+            let namespace = string_at(object, &["metadata", "namespace"])?
+                .or(input.namespace.as_deref())
+                .ok_or_else(|| ShapeError::missing("metadata.namespace"))?;
+            TrackingObject::gittrack_object(namespace)
+        }
+    };
+    let owners = owners(settings, &tracking, object)?;
+    if owners.is_empty() {
+        verdict.warn(format!(
+            "{} {} names no GitTrack or ClusterGitTrack owner; no Arbor instance will sync it",
+            input.kind.kind,
+            input.object_name()
+        ));
+    }
+    for owner in owners {
+        if !settings.scope.watches().watches_owner(&owner) {
+            verdict.warn(format!(
+                "this installation does not manage the {owner} (--gittrack-mode={}, --clustergittrack-mode={})",
+                settings.scope.gittrack_mode(),
+                settings.scope.cluster_gittrack_mode()
+            ));
+        }
+        verdict.push(judge(&settings.scope, &owner, &tracking));
+    }
+    Ok(())
+}
+
+/// Every owner the object names, without repeats.
+fn owners(
+    settings: &PolicySettings,
+    tracking: &TrackingObject,
+    object: &Value,
+) -> Result<Vec<Owner>, ShapeError> {
+    let mut owners = Vec::new();
+    let mut add = |owner: Owner| {
+        if !owners.contains(&owner) {
+            owners.push(owner);
+        }
+    };
+    let group = arbor_api::GitTrack::group(&());
+    let references = match object.pointer("/metadata/ownerReferences") {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(references)) => references.as_slice(),
+        Some(_) => return Err(ShapeError::wrong_type("metadata.ownerReferences", "a list")),
+    };
+    for (index, reference) in references.iter().enumerate() {
+        let field = |name: &str| format!("metadata.ownerReferences[{index}].{name}");
+        let read = |name: &str| {
+            reference
+                .get(name)
+                .and_then(Value::as_str)
+                .ok_or_else(|| ShapeError::missing(field(name)))
+        };
+        let api_version = read("apiVersion")?;
+        let kind = read("kind")?;
+        if api_version.split_once('/').map(|(g, _)| g) != Some(group.as_ref()) {
+            continue;
+        }
+        match kind {
+            "GitTrack" => add(Owner::gittrack(match tracking {
+                TrackingObject::GitTrackObject { namespace } => namespace.as_str(),
+                TrackingObject::ClusterGitTrackObject => "",
+            })),
+            "ClusterGitTrack" => add(Owner::ClusterGitTrack),
+            _ => {}
+        }
+    }
+    let annotation = settings.keys.source_annotation();
+    let annotations = object.pointer("/metadata/annotations");
+    if let Some(value) = annotations.and_then(|a| a.get(&annotation)) {
+        let field = format!("metadata.annotations[{annotation:?}]");
+        let text = value
+            .as_str()
+            .ok_or_else(|| ShapeError::wrong_type(field.clone(), "a string"))?;
+        let source: SourceRef =
+            text.parse()
+                .map_err(|error: arbor_api::keys::InvalidSourceRef| {
+                    ShapeError::invalid(field, error.to_string())
+                })?;
+        add(match source {
+            SourceRef::GitTrack { namespace, .. } => Owner::gittrack(namespace),
+            SourceRef::ClusterGitTrack { .. } => Owner::ClusterGitTrack,
+        });
+    }
+    Ok(owners)
+}

@@ -1,0 +1,35 @@
+//! The decision-relevant configuration of one installation, built from the flags.
+
+use arbor_policy::keys::Keys;
+use arbor_policy::ownership::WatchScope;
+use arbor_policy::propagation::PropagationRules;
+
+use crate::rules::drift::DriftSettings;
+
+/// Everything the rules need to know about this installation.
+#[derive(Debug, Clone)]
+pub struct PolicySettings {
+    /// `--gittrack-mode`, `--clustergittrack-mode`, `--namespace`.
+    pub scope: WatchScope,
+    /// `--domain`: the hierarchy keys and Arbor's own annotations.
+    pub keys: Keys,
+    /// Naming policies for SubNamespaces (none unless a configuration provides them).
+    pub rules: PropagationRules,
+    /// `--allow-cascading-deletion`.
+    pub allow_cascading_deletion: bool,
+    /// `--prevent-drift`; `None` when off.
+    pub drift: Option<DriftSettings>,
+}
+
+impl PolicySettings {
+    /// Settings with the given scope and keys, no cascading deletion, no drift prevention.
+    pub fn new(scope: WatchScope, keys: Keys) -> Self {
+        Self {
+            rules: PropagationRules::empty(&keys),
+            scope,
+            keys,
+            allow_cascading_deletion: false,
+            drift: None,
+        }
+    }
+}

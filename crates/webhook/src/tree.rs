@@ -1,0 +1,242 @@
+//! The namespace tree the tree rules judge against.
+//!
+//! In a cluster, [`ClusterTree`] keeps reflectors of Namespaces and SubNamespaces. The tree is
+//! the namespaces as they are, plus every SubNamespace whose namespace the hierarchy controller
+//! has not created yet, as a sub-namespace of the SubNamespace's namespace: the tree as it is
+//! about to be. So a parent cannot be deleted in the moment between a SubNamespace's creation
+//! and its namespace's, and a namespace of that name cannot be made somewhere else meanwhile.
+//! A SubNamespace whose name is taken by another namespace changes nothing (that namespace is
+//! never taken over).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arbor_policy::keys::Keys;
+use arbor_policy::propagation::{NamespaceState, NamespaceTree, SubNamespace};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use tokio_util::sync::CancellationToken;
+
+/// A view of the namespace tree, as of now.
+pub trait TreeSource: Send + Sync {
+    fn tree(&self) -> Arc<NamespaceTree>;
+}
+
+/// A fixed tree, for tests, tools and benchmarks.
+#[derive(Debug, Clone)]
+pub struct FixedTree(Arc<NamespaceTree>);
+
+impl FixedTree {
+    pub fn new(keys: &Keys, namespaces: Vec<NamespaceState>) -> Self {
+        Self(Arc::new(NamespaceTree::new(keys, namespaces)))
+    }
+}
+
+impl TreeSource for FixedTree {
+    fn tree(&self) -> Arc<NamespaceTree> {
+        self.0.clone()
+    }
+}
+
+/// A tree and the reflector generation it was built at.
+type BuiltTree = (u64, Arc<NamespaceTree>);
+
+/// The live tree, from reflectors.
+///
+/// Building a [`NamespaceTree`] reads every Namespace, so the tree is built once per change:
+/// each reflector event bumps a generation, and a request builds the tree only when the
+/// generation moved since the cached one was built.
+#[derive(Clone)]
+pub struct ClusterTree {
+    keys: Keys,
+    namespaces: Store<Namespace>,
+    sub_namespaces: Store<arbor_api::SubNamespace>,
+    generation: Arc<AtomicU64>,
+    cached: Arc<Mutex<Option<BuiltTree>>>,
+}
+
+impl std::fmt::Debug for ClusterTree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterTree")
+            .field("domain", &self.keys.domain())
+            .field("namespaces", &self.namespaces.len())
+            .field("sub_namespaces", &self.sub_namespaces.len())
+            .finish()
+    }
+}
+
+/// Why the reflectors could not be synced.
+#[derive(Debug, thiserror::Error)]
+#[error("the {kind} reflector stopped before its first list completed")]
+pub struct ReflectorError {
+    kind: &'static str,
+}
+
+impl ClusterTree {
+    /// Starts both reflectors on tasks that end with `shutdown`; returns the tree and a future
+    /// that completes when both have listed once.
+    pub fn start(
+        client: Client,
+        keys: Keys,
+        shutdown: CancellationToken,
+    ) -> (Self, impl Future<Output = Result<(), ReflectorError>>) {
+        let (namespaces, namespace_writer) = reflector::store();
+        let (sub_namespaces, sub_writer) = reflector::store();
+        let generation = Arc::new(AtomicU64::new(0));
+        spawn_reflector(
+            Api::<Namespace>::all(client.clone()),
+            namespace_writer,
+            generation.clone(),
+            shutdown.clone(),
+        );
+        spawn_reflector(
+            Api::<arbor_api::SubNamespace>::all(client),
+            sub_writer,
+            generation.clone(),
+            shutdown,
+        );
+        let tree = Self {
+            keys,
+            namespaces: namespaces.clone(),
+            sub_namespaces: sub_namespaces.clone(),
+            generation,
+            cached: Arc::new(Mutex::new(None)),
+        };
+        let synced = async move {
+            namespaces
+                .wait_until_ready()
+                .await
+                .map_err(|_| ReflectorError { kind: "Namespace" })?;
+            sub_namespaces
+                .wait_until_ready()
+                .await
+                .map_err(|_| ReflectorError {
+                    kind: "SubNamespace",
+                })?;
+            Ok(())
+        };
+        (tree, synced)
+    }
+
+    fn build(&self) -> NamespaceTree {
+        let states = self
+            .namespaces
+            .state()
+            .into_iter()
+            .filter_map(|namespace| {
+                let meta = &namespace.metadata;
+                Some(NamespaceState {
+                    name: meta.name.clone()?,
+                    labels: meta.labels.clone().unwrap_or_default(),
+                    annotations: meta.annotations.clone().unwrap_or_default(),
+                })
+            })
+            .collect();
+        let pending = self
+            .sub_namespaces
+            .state()
+            .into_iter()
+            .filter_map(|sub| {
+                let meta = sub.meta();
+                Some(SubNamespace::new(
+                    meta.namespace.clone()?,
+                    meta.name.clone()?,
+                ))
+            })
+            .collect();
+        with_pending(&self.keys, states, pending)
+    }
+}
+
+fn spawn_reflector<K>(
+    api: Api<K>,
+    writer: reflector::store::Writer<K>,
+    generation: Arc<AtomicU64>,
+    shutdown: CancellationToken,
+) where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let kind = K::kind(&());
+    // Every event, deletions and relists included, has been applied to the store when it
+    // comes out of `reflect`, so bumping the generation afterwards never hides a change.
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer);
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                event = stream.next() => match event {
+                    Some(Ok(_)) => {
+                        generation.fetch_add(1, Ordering::AcqRel);
+                    }
+                    Some(Err(error)) => tracing::warn!(%kind, %error, "watch error; retrying"),
+                    None => break,
+                },
+            }
+        }
+    });
+}
+
+impl TreeSource for ClusterTree {
+    fn tree(&self) -> Arc<NamespaceTree> {
+        let generation = self.generation.load(Ordering::Acquire);
+        let mut cached = self.cached.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((built_at, tree)) = cached.as_ref()
+            && *built_at == generation
+        {
+            return tree.clone();
+        }
+        let tree = Arc::new(self.build());
+        *cached = Some((generation, tree.clone()));
+        tree
+    }
+}
+
+/// The tree of `namespaces` plus the `pending` SubNamespaces whose namespaces do not exist.
+pub fn with_pending(
+    keys: &Keys,
+    mut namespaces: Vec<NamespaceState>,
+    pending: Vec<SubNamespace>,
+) -> NamespaceTree {
+    for sub in pending {
+        if namespaces.iter().any(|ns| ns.name == sub.name) {
+            continue;
+        }
+        namespaces
+            .push(NamespaceState::new(&sub.name).with_label(&keys.parent_label, &sub.namespace));
+    }
+    NamespaceTree::new(keys, namespaces)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_sub_namespaces_join_the_tree_under_their_parent() {
+        let keys = Keys::default();
+        let root = NamespaceState::new("team").with_label(&keys.type_label, "root");
+        let taken = NamespaceState::new("taken");
+        let tree = with_pending(
+            &keys,
+            vec![root, taken],
+            vec![
+                SubNamespace::new("team", "dev"),
+                SubNamespace::new("team", "taken"),
+            ],
+        );
+        assert_eq!(tree.sub_namespaces("team"), vec!["dev"]);
+        assert_eq!(tree.get("taken").unwrap().parent(&keys), None);
+    }
+}

@@ -1,0 +1,80 @@
+//! The reflector-backed namespace tree against arbor-kube-emu: it syncs, it includes pending
+//! SubNamespaces, and it follows changes.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use arbor_api::SubNamespace;
+use arbor_kube_emu::KubeEmu;
+use arbor_policy::keys::Keys;
+use arbor_webhook::tree::{ClusterTree, TreeSource};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::PostParams;
+use kube::{Api, CustomResourceExt};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn create_namespace(
+    client: &kube::Client,
+    name: &str,
+    labels: serde_json::Value,
+) -> Result<()> {
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .with_context(|| format!("create namespace {name}"))?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tree_syncs_includes_pending_sub_namespaces_and_follows_changes() -> Result<()> {
+    let emu = KubeEmu::start().await?;
+    let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &SubNamespace::crd())
+        .await?;
+    create_namespace(&client, "team", json!({"arbor.dev/type": "root"})).await?;
+    create_namespace(&client, "team-dev", json!({"arbor.dev/parent": "team"})).await?;
+    let sub: SubNamespace = serde_json::from_value(json!({
+        "apiVersion": "arbor.dev/v1alpha1", "kind": "SubNamespace",
+        "metadata": {"name": "team-qa", "namespace": "team"}, "spec": {},
+    }))?;
+    let subs: Api<SubNamespace> = Api::namespaced(client.clone(), "team");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    // The CRD is served shortly after it is created.
+    while let Err(error) = subs.create(&PostParams::default(), &sub).await {
+        if tokio::time::Instant::now() > deadline {
+            bail!("SubNamespace never accepted: {error}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let stop = CancellationToken::new();
+    let (tree, synced) = ClusterTree::start(client.clone(), Keys::default(), stop.clone());
+    tokio::time::timeout(WAIT, synced).await.context("sync")??;
+    let mut sub_namespaces = tree
+        .tree()
+        .sub_namespaces("team")
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>();
+    sub_namespaces.sort();
+    assert_eq!(sub_namespaces, ["team-dev", "team-qa"]);
+
+    create_namespace(&client, "late", json!({})).await?;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !tree.tree().contains("late") {
+        if tokio::time::Instant::now() > deadline {
+            bail!("the tree never saw namespace late");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.cancel();
+    emu.shutdown().await;
+    Ok(())
+}
