@@ -1,0 +1,177 @@
+//! The request pipeline: route → authenticate → (per resource) authorize → handle → respond.
+//!
+//! Every request becomes a [`RequestContext`] carrying the caller's identity before any handler
+//! runs, so later stages (admission webhooks, fault injection, request accounting) can be added
+//! as further steps between authorization and the verb handlers without touching them.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::{Authenticator, Identity};
+use crate::authz::Authorizer;
+use crate::route::{Query, ResourceTarget, Route, parse_path};
+use crate::state::State;
+use crate::status::ApiError;
+use crate::{discovery, handlers, openapi};
+
+/// Settings that shape responses.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// How often watches that allow bookmarks get one.
+    pub bookmark_interval: Duration,
+    /// The `host:port` clients reach the server at, for discovery.
+    pub server_address: String,
+}
+
+/// What every connection shares.
+#[derive(Debug)]
+pub struct Shared {
+    pub state: Mutex<State>,
+    pub authenticator: Authenticator,
+    pub authorizer: Arc<dyn Authorizer>,
+    pub config: ServeConfig,
+    /// Cancelled at shutdown; open watches end on it.
+    pub shutdown: CancellationToken,
+}
+
+impl Shared {
+    /// The state; a panic in another request does not take the server down with it.
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// One request, authenticated.
+#[derive(Debug)]
+pub struct RequestContext {
+    pub identity: Identity,
+    pub method: Method,
+    pub target: ResourceTarget,
+    pub query: Query,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl RequestContext {
+    pub fn header(&self, name: header::HeaderName) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+    }
+}
+
+pub fn json_response(code: u16, body: &Value) -> Response<Body> {
+    let bytes = serde_json::to_vec(body).expect("JSON values always serialize");
+    Response::builder()
+        .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(bytes))
+        .expect("static response parts are valid")
+}
+
+pub fn error_response(error: &ApiError) -> Response<Body> {
+    json_response(error.code, &error.to_status())
+}
+
+/// Serves one HTTP request.
+pub async fn serve<B>(shared: Arc<Shared>, request: Request<B>) -> Response<Body>
+where
+    B: hyper::body::Body<Data = Bytes> + Send,
+    B::Error: std::fmt::Display,
+{
+    let method = request.method().clone();
+    let uri = request.uri().clone();
+    let response = match serve_route(shared, request).await {
+        Ok(response) => response,
+        Err(error) => error_response(&error),
+    };
+    tracing::debug!(%method, %uri, status = response.status().as_u16(), "request");
+    response
+}
+
+async fn serve_route<B>(
+    shared: Arc<Shared>,
+    request: Request<B>,
+) -> Result<Response<Body>, ApiError>
+where
+    B: hyper::body::Body<Data = Bytes> + Send,
+    B::Error: std::fmt::Display,
+{
+    let route = parse_path(request.uri().path());
+    let query = Query::parse(request.uri().query());
+    if matches!(route, Route::Health) {
+        return Ok(Response::new(Body::from("ok")));
+    }
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok());
+    let identity = shared
+        .authenticator
+        .authenticate(authorization)
+        .ok_or_else(ApiError::unauthorized)?;
+    let (parts, body) = request.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map_err(|error| ApiError::bad_request(format!("reading the request body: {error}")))?
+        .to_bytes();
+    match route {
+        Route::Health => Ok(Response::new(Body::from("ok"))),
+        Route::Version => Ok(json_response(200, &discovery::version())),
+        Route::CoreVersions | Route::Groups => {
+            let core = matches!(route, Route::CoreVersions);
+            let accept = parts
+                .headers
+                .get(header::ACCEPT)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or_default();
+            let registry = &shared.state().registry;
+            Ok(match discovery::aggregated_version(accept) {
+                Some(version) => {
+                    let mut response =
+                        json_response(200, &discovery::aggregated(registry, core, version));
+                    if let Ok(content_type) =
+                        http::HeaderValue::from_str(&discovery::aggregated_content_type(version))
+                    {
+                        response
+                            .headers_mut()
+                            .insert(header::CONTENT_TYPE, content_type);
+                    }
+                    response
+                }
+                None if core => json_response(200, &discovery::core_versions(&shared.config)),
+                None => json_response(200, &discovery::groups(registry)),
+            })
+        }
+        Route::Group(group) => {
+            discovery::group(&shared.state().registry, &group).map(|body| json_response(200, &body))
+        }
+        Route::GroupVersion { group, version } => {
+            discovery::resources(&shared.state().registry, &group, &version)
+                .map(|body| json_response(200, &body))
+        }
+        Route::OpenApi(path) => openapi::serve(&shared.state().registry, &path),
+        Route::Resource(target) => {
+            let context = RequestContext {
+                identity,
+                method: parts.method,
+                target,
+                query,
+                headers: parts.headers,
+                body,
+            };
+            handlers::handle(&shared, context).await
+        }
+        Route::Unknown => Err(ApiError::no_such_route()),
+    }
+}

@@ -1,0 +1,179 @@
+//! Authentication: who is asking. Either everyone is the cluster admin (no token file), or each
+//! request must carry a bearer token from a static token file in kube-apiserver's
+//! `--token-auth-file` format: `token,user,uid,"group1,group2"`.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::error::Error;
+
+/// The authenticated user of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub username: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+}
+
+impl Identity {
+    /// The user of a server without a token file: kube's bootstrap admin.
+    pub fn admin() -> Identity {
+        Identity {
+            username: "system:admin".into(),
+            uid: String::new(),
+            groups: vec!["system:masters".into(), "system:authenticated".into()],
+        }
+    }
+}
+
+/// One line of a token file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticToken {
+    pub token: String,
+    pub identity: Identity,
+}
+
+impl StaticToken {
+    pub fn new(token: &str, username: &str, uid: &str, groups: &[&str]) -> StaticToken {
+        let mut groups: Vec<String> = groups.iter().map(|g| (*g).to_owned()).collect();
+        groups.push("system:authenticated".into());
+        StaticToken {
+            token: token.to_owned(),
+            identity: Identity {
+                username: username.to_owned(),
+                uid: uid.to_owned(),
+                groups,
+            },
+        }
+    }
+}
+
+/// Splits one CSV record, honouring double quotes (`""` inside quotes is a quote).
+fn csv_fields(line: &str) -> Vec<String> {
+    let mut fields = Vec::new();
+    let mut current = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                current.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => fields.push(std::mem::take(&mut current)),
+            other => current.push(other),
+        }
+    }
+    fields.push(current);
+    fields
+}
+
+/// Parses a token file's contents; `source` names the file in errors.
+pub fn parse_token_file(contents: &str, source: &str) -> Result<Vec<StaticToken>, Error> {
+    let mut tokens = Vec::new();
+    for (index, line) in contents.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fields = csv_fields(line);
+        if fields.len() < 3 || fields[0].is_empty() || fields[1].is_empty() {
+            return Err(Error::TokenFile {
+                path: source.to_owned(),
+                line: index + 1,
+                problem: "expected token,user,uid[,\"group1,group2\"]".into(),
+            });
+        }
+        let groups: Vec<&str> = fields
+            .get(3)
+            .map(|groups| {
+                groups
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|g| !g.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        tokens.push(StaticToken::new(
+            &fields[0], &fields[1], &fields[2], &groups,
+        ));
+    }
+    Ok(tokens)
+}
+
+pub fn read_token_file(path: &Path) -> Result<Vec<StaticToken>, Error> {
+    let contents = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        what: format!("reading token file {}", path.display()),
+        source,
+    })?;
+    parse_token_file(&contents, &path.display().to_string())
+}
+
+/// Maps requests to identities.
+#[derive(Debug, Clone, Default)]
+pub struct Authenticator {
+    /// `None`: no token file, every request is the admin.
+    tokens: Option<HashMap<String, Identity>>,
+}
+
+impl Authenticator {
+    pub fn new(tokens: Option<Vec<StaticToken>>) -> Authenticator {
+        Authenticator {
+            tokens: tokens.map(|tokens| {
+                tokens
+                    .into_iter()
+                    .map(|token| (token.token, token.identity))
+                    .collect()
+            }),
+        }
+    }
+
+    /// The identity behind an `Authorization` header value; `None` means 401.
+    pub fn authenticate(&self, authorization: Option<&str>) -> Option<Identity> {
+        let Some(tokens) = &self.tokens else {
+            return Some(Identity::admin());
+        };
+        let token = authorization?.strip_prefix("Bearer ")?.trim();
+        tokens.get(token).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_lines_carry_user_uid_and_quoted_groups() {
+        let tokens = parse_token_file(
+            "# comment\nsecret,alice,1001,\"dev,ops\"\nother,bob,1002\n",
+            "tokens.csv",
+        )
+        .expect("valid");
+        assert_eq!(tokens.len(), 2);
+        assert_eq!(tokens[0].identity.username, "alice");
+        assert_eq!(
+            tokens[0].identity.groups,
+            vec!["dev", "ops", "system:authenticated"]
+        );
+        assert_eq!(tokens[1].identity.groups, vec!["system:authenticated"]);
+    }
+
+    #[test]
+    fn a_short_line_names_the_file_and_line() {
+        let error = parse_token_file("ok,user,uid\nbroken\n", "tokens.csv").unwrap_err();
+        assert!(error.to_string().contains("tokens.csv:2"), "{error}");
+    }
+
+    #[test]
+    fn with_tokens_only_known_bearer_tokens_authenticate() {
+        let auth = Authenticator::new(Some(vec![StaticToken::new("t", "alice", "1", &[])]));
+        assert_eq!(
+            auth.authenticate(Some("Bearer t")).map(|id| id.username),
+            Some("alice".to_owned())
+        );
+        assert!(auth.authenticate(Some("Bearer nope")).is_none());
+        assert!(auth.authenticate(None).is_none());
+        assert!(Authenticator::new(None).authenticate(None).is_some());
+    }
+}

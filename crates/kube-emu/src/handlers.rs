@@ -1,0 +1,279 @@
+//! The verb handlers for resource paths, and what they share: resolving the kind, the verb,
+//! the writer of a change, decoding bodies.
+
+mod delete;
+mod patch;
+mod read;
+mod review;
+mod watch;
+mod write;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use http::{Method, Response, header};
+use serde_json::Value;
+
+use crate::api::{RequestContext, Shared};
+use crate::authz::Attributes;
+use crate::managed::Writer;
+use crate::meta;
+use crate::present::Presentation;
+use crate::registry::ResourceKind;
+use crate::status::ApiError;
+use crate::store::ObjectKey;
+
+/// Kubernetes verbs, as authorization and discovery name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Get,
+    List,
+    Watch,
+    Create,
+    Update,
+    Patch,
+    Delete,
+    DeleteCollection,
+}
+
+impl Verb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+        }
+    }
+
+    fn of(context: &RequestContext) -> Result<Verb, ApiError> {
+        let named = context.target.name.is_some();
+        Ok(match (&context.method, named) {
+            (&Method::GET, _) if context.query.flag("watch") => Verb::Watch,
+            (&Method::GET, true) => Verb::Get,
+            (&Method::GET, false) => Verb::List,
+            (&Method::POST, false) => Verb::Create,
+            (&Method::PUT, true) => Verb::Update,
+            (&Method::PATCH, true) => Verb::Patch,
+            (&Method::DELETE, true) => Verb::Delete,
+            (&Method::DELETE, false) => Verb::DeleteCollection,
+            _ => return Err(ApiError::method_not_allowed()),
+        })
+    }
+}
+
+/// Checks that the path fits the kind: scope, subresource, verb.
+fn resolve(
+    shared: &Shared,
+    context: &RequestContext,
+) -> Result<(Arc<ResourceKind>, Verb), ApiError> {
+    let target = &context.target;
+    let kind = shared
+        .state()
+        .registry
+        .lookup(&target.group, &target.version, &target.plural)
+        .cloned()
+        .ok_or_else(ApiError::no_such_route)?;
+    let verb = Verb::of(context)?;
+    match (kind.namespaced, target.namespace.is_some()) {
+        (false, true) => return Err(ApiError::no_such_route()),
+        // A namespaced kind is listed and watched across namespaces at the cluster path, and
+        // nothing else.
+        (true, false) if !matches!(verb, Verb::List | Verb::Watch) => {
+            return Err(if target.name.is_some() {
+                ApiError::no_such_route()
+            } else {
+                ApiError::method_not_allowed()
+            });
+        }
+        _ => {}
+    }
+    match target.subresource.as_deref() {
+        None => {}
+        Some("status")
+            if kind
+                .version(&target.version)
+                .is_some_and(|version| version.status_subresource) => {}
+        Some("finalize") if kind.kind == "Namespace" && kind.id.group.is_empty() => {}
+        Some(_) => return Err(ApiError::no_such_route()),
+    }
+    if target.subresource.is_some() && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
+        return Err(ApiError::method_not_allowed());
+    }
+    if !kind.allows(verb.as_str()) {
+        return Err(ApiError::method_not_allowed());
+    }
+    Ok((kind, verb))
+}
+
+/// Asks the authorizer; a denial is kube's 403 wording.
+fn authorize(
+    shared: &Shared,
+    context: &RequestContext,
+    kind: &ResourceKind,
+    verb: Verb,
+) -> Result<(), ApiError> {
+    let target = &context.target;
+    let attributes = Attributes {
+        verb: verb.as_str().to_owned(),
+        group: target.group.clone(),
+        resource: target.plural.clone(),
+        subresource: target.subresource.clone().unwrap_or_default(),
+        namespace: target.namespace.clone().unwrap_or_default(),
+        name: target.name.clone().unwrap_or_default(),
+    };
+    let decision = shared.authorizer.authorize(&context.identity, &attributes);
+    if decision.allowed {
+        return Ok(());
+    }
+    let scope = match &target.namespace {
+        Some(namespace) => format!("in the namespace \"{namespace}\""),
+        None => "at the cluster scope".to_owned(),
+    };
+    Err(ApiError::forbidden(
+        &kind.id,
+        &attributes.name,
+        &format!(
+            "User \"{}\" cannot {} resource \"{}\" in API group \"{}\" {scope}: {}",
+            context.identity.username,
+            attributes.verb,
+            attributes.resource,
+            attributes.group,
+            decision.reason
+        ),
+    ))
+}
+
+/// Serves a resource request: resolve the kind and verb, authorize, then run the verb.
+/// Admission (mutating and validating webhooks) belongs between authorization and the verb
+/// handlers, where the writes' objects are known; nothing runs there yet.
+pub async fn handle(
+    shared: &Arc<Shared>,
+    context: RequestContext,
+) -> Result<Response<Body>, ApiError> {
+    let (kind, verb) = resolve(shared, &context)?;
+    authorize(shared, &context, &kind, verb)?;
+    match verb {
+        Verb::Get => read::get(shared, &context, &kind),
+        Verb::List => read::list(shared, &context, &kind),
+        Verb::Watch => watch::watch(shared, &context, &kind),
+        Verb::Create if kind.kind == "SelfSubjectAccessReview" => {
+            review::self_subject_access_review(shared, &context)
+        }
+        Verb::Create => write::create(shared, &context, &kind),
+        Verb::Update => write::update(shared, &context, &kind),
+        Verb::Patch => patch::patch(shared, &context, &kind),
+        Verb::Delete => delete::delete(shared, &context, &kind),
+        Verb::DeleteCollection => delete::delete_collection(shared, &context, &kind),
+    }
+}
+
+/// The field manager of a write: `?fieldManager=`, else the User-Agent's program name, as
+/// kube-apiserver defaults it.
+fn writer(context: &RequestContext, kind: &ResourceKind) -> Writer {
+    let field_manager = context
+        .query
+        .get("fieldManager")
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            let agent = context.header(header::USER_AGENT);
+            agent
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(128)
+                .collect()
+        });
+    Writer {
+        field_manager,
+        now: meta::now_timestamp(),
+        api_version: kind.api_version(&context.target.version),
+        subresource: context.target.subresource.clone(),
+        force: context.query.flag("force"),
+    }
+}
+
+fn presentation(context: &RequestContext) -> Presentation {
+    Presentation::from_request(
+        context.header(header::ACCEPT),
+        context.query.get("includeObject"),
+    )
+}
+
+/// The key of the object a named path addresses.
+fn object_key(context: &RequestContext) -> ObjectKey {
+    ObjectKey::new(
+        context.target.namespace.as_deref().unwrap_or_default(),
+        context.target.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The request body as a JSON object. JSON is the encoding every client can use; protobuf is
+/// understood for the few kinds kubectl's generators send that way (see [`crate::protobuf`]).
+fn decode_object(context: &RequestContext) -> Result<Value, ApiError> {
+    let content_type = context.header(header::CONTENT_TYPE);
+    let value: Value = if content_type.starts_with("application/vnd.kubernetes.protobuf") {
+        crate::protobuf::decode(&context.body).map_err(ApiError::unsupported_media_type)?
+    } else if content_type.is_empty() || content_type.contains("json") {
+        serde_json::from_slice(&context.body).map_err(|error| {
+            ApiError::bad_request(format!(
+                "couldn't get version/kind; json parse error: {error}"
+            ))
+        })?
+    } else {
+        return Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/vnd.kubernetes.protobuf (got {content_type})"
+        )));
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(value)
+}
+
+/// Names a body after the URL when it has no name; refuses a body named otherwise.
+fn name_after_url(object: &mut Value, key: &ObjectKey) -> Result<(), ApiError> {
+    match meta::name(object) {
+        "" => {
+            meta::metadata_mut(object).insert("name".into(), Value::from(key.name.clone()));
+            Ok(())
+        }
+        name if name != key.name => Err(ApiError::bad_request(format!(
+            "the name of the object ({name}) does not match the name on the URL ({})",
+            key.name
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a body whose apiVersion or kind is not what the URL serves.
+fn check_type_meta(
+    object: &Value,
+    kind: &ResourceKind,
+    context: &RequestContext,
+) -> Result<(), ApiError> {
+    let expected_version = kind.api_version(&context.target.version);
+    if let Some(version) = object.get("apiVersion").and_then(Value::as_str)
+        && version != expected_version
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({version}) does not match the expected API version ({expected_version})"
+        )));
+    }
+    if let Some(found) = object.get("kind").and_then(Value::as_str)
+        && found != kind.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({found}) does not match the expected kind ({})",
+            kind.kind
+        )));
+    }
+    Ok(())
+}

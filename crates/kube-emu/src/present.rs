@@ -1,0 +1,141 @@
+//! How objects leave the server: in the requested version, and in the shape the `Accept`
+//! header asks for (the object itself, `PartialObjectMetadata`, or a `Table` for kubectl).
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::registry::ResourceKind;
+use crate::table;
+
+/// Which representation the client asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presentation {
+    Object,
+    /// `as=PartialObjectMetadata(List)`: metadata only (kube-rs metadata watchers).
+    Metadata,
+    /// `as=Table` (kubectl get), with what each row carries.
+    Table(RowObject),
+}
+
+/// `includeObject` of a Table request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowObject {
+    None,
+    Metadata,
+    Object,
+}
+
+impl Presentation {
+    pub fn from_request(accept: &str, include_object: Option<&str>) -> Presentation {
+        // The first acceptable type wins; kube clients list the richer types before plain JSON.
+        for media in accept.split(',') {
+            if media.contains("as=Table") {
+                let rows = match include_object {
+                    Some("None") => RowObject::None,
+                    Some("Object") => RowObject::Object,
+                    _ => RowObject::Metadata,
+                };
+                return Presentation::Table(rows);
+            }
+            if media.contains("as=PartialObjectMetadata") {
+                return Presentation::Metadata;
+            }
+            if media.contains("json") || media.trim() == "*/*" {
+                return Presentation::Object;
+            }
+        }
+        Presentation::Object
+    }
+}
+
+/// The stored object as the requested version of its kind.
+pub fn in_version(kind: &ResourceKind, version: &str, object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(map) = object.as_object_mut() {
+        map.insert("apiVersion".into(), Value::from(kind.api_version(version)));
+        map.insert("kind".into(), Value::from(kind.kind.clone()));
+    }
+    object
+}
+
+pub fn partial_metadata(object: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
+/// One object in the requested presentation.
+pub fn object(
+    kind: &ResourceKind,
+    version: &str,
+    presentation: Presentation,
+    object: &Value,
+) -> Value {
+    match presentation {
+        Presentation::Object => in_version(kind, version, object),
+        Presentation::Metadata => partial_metadata(object),
+        Presentation::Table(rows) => table::table(
+            kind,
+            version,
+            std::slice::from_ref(&Arc::new(object.clone())),
+            json!({"resourceVersion": crate::meta::resource_version(object)}),
+            rows,
+        ),
+    }
+}
+
+/// A list in the requested presentation; `list_metadata` carries resourceVersion / continue.
+pub fn list(
+    kind: &ResourceKind,
+    version: &str,
+    presentation: Presentation,
+    items: &[Arc<Value>],
+    list_metadata: Map<String, Value>,
+) -> Value {
+    match presentation {
+        Presentation::Object => json!({
+            "apiVersion": kind.api_version(version),
+            "kind": kind.list_kind(),
+            "metadata": list_metadata,
+            "items": items.iter().map(|item| in_version(kind, version, item)).collect::<Vec<_>>(),
+        }),
+        Presentation::Metadata => json!({
+            "apiVersion": "meta.k8s.io/v1",
+            "kind": "PartialObjectMetadataList",
+            "metadata": list_metadata,
+            "items": items.iter().map(|item| partial_metadata(item)).collect::<Vec<_>>(),
+        }),
+        Presentation::Table(rows) => {
+            table::table(kind, version, items, Value::Object(list_metadata), rows)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubectl_accept_headers_select_tables() {
+        let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+        assert_eq!(
+            Presentation::from_request(kubectl, None),
+            Presentation::Table(RowObject::Metadata)
+        );
+        assert_eq!(
+            Presentation::from_request(
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+                None
+            ),
+            Presentation::Metadata
+        );
+        assert_eq!(
+            Presentation::from_request("application/json", None),
+            Presentation::Object
+        );
+        assert_eq!(Presentation::from_request("", None), Presentation::Object);
+    }
+}

@@ -1,0 +1,306 @@
+//! Failures as the Kubernetes API reports them: `Status` objects with kube-apiserver's reason,
+//! code and message wording, so clients that match on them (kube-rs `ErrorResponse`, kubectl's
+//! messages, `apierrors.IsConflict` in Go) behave as against a real cluster.
+
+use serde_json::{Value, json};
+
+use crate::registry::ResourceId;
+
+/// One entry of `details.causes` in an `Invalid` status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    pub reason: &'static str,
+    pub field: String,
+    pub message: String,
+}
+
+impl Cause {
+    /// `field: Invalid value: "value": why`, kube's FieldValueInvalid.
+    pub fn invalid(field: impl Into<String>, value: &Value, why: &str) -> Cause {
+        Cause {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            message: format!("Invalid value: {value}: {why}"),
+        }
+    }
+
+    /// kube's FieldValueRequired.
+    pub fn required(field: impl Into<String>, why: &str) -> Cause {
+        let message = if why.is_empty() {
+            "Required value".to_owned()
+        } else {
+            format!("Required value: {why}")
+        };
+        Cause {
+            reason: "FieldValueRequired",
+            field: field.into(),
+            message,
+        }
+    }
+
+    /// kube's FieldValueForbidden.
+    pub fn forbidden(field: impl Into<String>, why: &str) -> Cause {
+        Cause {
+            reason: "FieldValueForbidden",
+            field: field.into(),
+            message: format!("Forbidden: {why}"),
+        }
+    }
+}
+
+/// An API failure, rendered as a `Status` body with `code` as the HTTP status.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{reason} ({code}): {message}")]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+}
+
+fn details(resource: &ResourceId, name: &str) -> Value {
+    let mut details = json!({"name": name, "kind": resource.plural});
+    if !resource.group.is_empty() {
+        details["group"] = Value::from(resource.group.clone());
+    }
+    details
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    fn with_details(mut self, details: Value) -> ApiError {
+        self.details = Some(details);
+        self
+    }
+
+    /// `configmaps "x" not found`.
+    pub fn not_found(resource: &ResourceId, name: &str) -> ApiError {
+        ApiError::new(404, "NotFound", format!("{resource} \"{name}\" not found"))
+            .with_details(details(resource, name))
+    }
+
+    /// A URL that names no resource the server serves.
+    pub fn no_such_route() -> ApiError {
+        ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details(json!({}))
+    }
+
+    /// `configmaps "x" already exists`.
+    pub fn already_exists(resource: &ResourceId, name: &str) -> ApiError {
+        ApiError::new(
+            409,
+            "AlreadyExists",
+            format!("{resource} \"{name}\" already exists"),
+        )
+        .with_details(details(resource, name))
+    }
+
+    /// `Operation cannot be fulfilled on configmaps "x": <why>`.
+    pub fn conflict(resource: &ResourceId, name: &str, why: &str) -> ApiError {
+        ApiError::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {resource} \"{name}\": {why}"),
+        )
+        .with_details(details(resource, name))
+    }
+
+    /// The optimistic-concurrency conflict of an update with a stale resourceVersion.
+    pub fn stale_resource_version(resource: &ResourceId, name: &str) -> ApiError {
+        ApiError::conflict(
+            resource,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    /// A 409 whose message is already worded (server-side apply conflicts).
+    pub fn conflict_with_message(
+        resource: &ResourceId,
+        name: &str,
+        message: String,
+        causes: Vec<Cause>,
+    ) -> ApiError {
+        let mut details = details(resource, name);
+        details["causes"] = causes_json(&causes);
+        ApiError::new(409, "Conflict", message).with_details(details)
+    }
+
+    /// 422: `ConfigMap "x" is invalid: metadata.name: Invalid value: ...`.
+    pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> ApiError {
+        let rendered: Vec<String> = causes
+            .iter()
+            .map(|cause| format!("{}: {}", cause.field, cause.message))
+            .collect();
+        let summary = match rendered.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let qualified_kind = if group.is_empty() {
+            kind.to_owned()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let mut details = json!({"name": name, "kind": kind, "causes": causes_json(&causes)});
+        if !group.is_empty() {
+            details["group"] = Value::from(group);
+        }
+        ApiError::new(
+            422,
+            "Invalid",
+            format!("{qualified_kind} \"{name}\" is invalid: {summary}"),
+        )
+        .with_details(details)
+    }
+
+    /// 422 with a message already worded (a JSON patch `test` that failed, for example).
+    pub fn unprocessable(message: impl Into<String>) -> ApiError {
+        ApiError::new(422, "Invalid", message)
+    }
+
+    /// 403: `configmaps "x" is forbidden: <why>`.
+    pub fn forbidden(resource: &ResourceId, name: &str, why: &str) -> ApiError {
+        let subject = if name.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource} \"{name}\"")
+        };
+        ApiError::new(403, "Forbidden", format!("{subject} is forbidden: {why}"))
+            .with_details(details(resource, name))
+    }
+
+    /// 403 for a create in a namespace that is being deleted.
+    pub fn namespace_terminating(resource: &ResourceId, name: &str, namespace: &str) -> ApiError {
+        let mut error = ApiError::forbidden(
+            resource,
+            name,
+            &format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            ),
+        );
+        if let Some(details) = error.details.as_mut() {
+            details["causes"] = json!([{
+                "reason": "NamespaceTerminating",
+                "message": format!("namespace {namespace} is being terminated"),
+                "field": "metadata.namespace",
+            }]);
+        }
+        error
+    }
+
+    pub fn method_not_allowed() -> ApiError {
+        ApiError::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+        .with_details(json!({}))
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "BadRequest", message)
+    }
+
+    pub fn unauthorized() -> ApiError {
+        ApiError::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// 410 for a watch or continue token older than the retained history.
+    pub fn expired(message: impl Into<String>) -> ApiError {
+        ApiError::new(410, "Expired", message)
+    }
+
+    pub fn unsupported_media_type(message: impl Into<String>) -> ApiError {
+        ApiError::new(415, "UnsupportedMediaType", message)
+    }
+
+    /// The `Status` object for this failure.
+    pub fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(details) = &self.details {
+            status["details"] = details.clone();
+        }
+        status
+    }
+}
+
+fn causes_json(causes: &[Cause]) -> Value {
+    Value::Array(
+        causes
+            .iter()
+            .map(|cause| json!({"reason": cause.reason, "message": cause.message, "field": cause.field}))
+            .collect(),
+    )
+}
+
+/// The `Status` that kube-apiserver returns for a delete that removed the object at once.
+pub fn deleted_status(resource: &ResourceId, name: &str, uid: &str) -> Value {
+    let mut details = details(resource, name);
+    details["uid"] = Value::from(uid);
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn configmaps() -> ResourceId {
+        ResourceId::new("", "configmaps")
+    }
+
+    #[test]
+    fn not_found_names_the_resource_like_kube_apiserver() {
+        let status = ApiError::not_found(&configmaps(), "x").to_status();
+        assert_eq!(status["message"], "configmaps \"x\" not found");
+        assert_eq!(status["reason"], "NotFound");
+        assert_eq!(status["code"], 404);
+        assert_eq!(status["details"]["kind"], "configmaps");
+    }
+
+    #[test]
+    fn grouped_resources_are_qualified_by_group() {
+        let error = ApiError::already_exists(&ResourceId::new("apps", "deployments"), "web");
+        assert_eq!(error.message, "deployments.apps \"web\" already exists");
+    }
+
+    #[test]
+    fn invalid_lists_several_causes_in_brackets() {
+        let error = ApiError::invalid(
+            "",
+            "ConfigMap",
+            "x",
+            vec![Cause::required("a", ""), Cause::required("b", "")],
+        );
+        assert_eq!(
+            error.message,
+            "ConfigMap \"x\" is invalid: [a: Required value, b: Required value]"
+        );
+        assert_eq!(error.to_status()["details"]["causes"][1]["field"], "b");
+    }
+}

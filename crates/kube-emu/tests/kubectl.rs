@@ -1,0 +1,307 @@
+//! The `arbor-kube-emu` binary driven by kubectl: HTTPS, a token file, the kubeconfig it writes,
+//! and the commands people type.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const PATIENCE: Duration = Duration::from_secs(60);
+const KUBECTL: &str = "kubectl";
+
+/// The running binary; killed on drop so a failing test leaves nothing behind.
+struct Server {
+    child: Child,
+    url: String,
+    kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads one line from `reader` on a helper thread, bounded by `PATIENCE`.
+fn read_line_bounded<R: Read + Send + 'static>(reader: R) -> (String, BufReader<R>) {
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(reader);
+        let mut line = String::new();
+        let _ = reader.read_line(&mut line);
+        let _ = sender.send((line, reader));
+    });
+    receiver.recv_timeout(PATIENCE).expect("a line in time")
+}
+
+fn start_server() -> Server {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "s3cret,admin,1,\"system:masters\"\nother,bob,2\n")
+        .expect("token file");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_arbor-kube-emu"))
+        .args(["--listen", "127.0.0.1:0", "--tls", "--kubeconfig-out"])
+        .arg(&kubeconfig)
+        .arg("--token-file")
+        .arg(&tokens)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the binary starts");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (line, _) = read_line_bounded(stdout);
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    Server {
+        child,
+        url,
+        kubeconfig,
+        _dir: dir,
+    }
+}
+
+fn kubectl_command(kubeconfig: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(KUBECTL);
+    command
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env("KUBECACHEDIR", kubeconfig.with_file_name("kube-cache"));
+    command
+}
+
+/// Runs kubectl; panics with its output when it fails.
+fn kubectl(server: &Server, args: &[&str]) -> String {
+    kubectl_with_input(server, args, None)
+}
+
+fn kubectl_with_input(server: &Server, args: &[&str], input: Option<&str>) -> String {
+    let mut command = kubectl_command(&server.kubeconfig, args);
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap_or_else(|error| {
+        panic!("running {KUBECTL} (install Debian's kubernetes-client): {error}")
+    });
+    if let Some(input) = input {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("written");
+    } else {
+        drop(child.stdin.take());
+    }
+    let output = child.wait_with_output().expect("kubectl finishes");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "kubectl {args:?} failed: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+const WIDGET_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
+"#;
+
+#[test]
+fn kubectl_drives_the_binary() {
+    let server = start_server();
+    assert!(
+        server.url.starts_with("https://127.0.0.1:"),
+        "{}",
+        server.url
+    );
+
+    let allowed = kubectl(&server, &["auth", "can-i", "create", "configmaps"]);
+    assert_eq!(allowed.trim(), "yes");
+
+    let namespaces = kubectl(&server, &["get", "namespaces"]);
+    assert!(
+        namespaces.contains("default") && namespaces.contains("Active"),
+        "{namespaces}"
+    );
+
+    kubectl(
+        &server,
+        &["create", "configmap", "demo", "--from-literal=a=1"],
+    );
+    kubectl(
+        &server,
+        &["create", "secret", "generic", "token", "--from-literal=t=x"],
+    );
+    kubectl(&server, &["create", "namespace", "team"]);
+    let created = kubectl(
+        &server,
+        &["get", "configmap", "demo", "-o", "jsonpath={.data.a}"],
+    );
+    assert_eq!(created, "1");
+
+    let manifest = |value: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  key: {value}\n"
+        )
+    };
+    let first = kubectl_with_input(&server, &["apply", "-f", "-"], Some(&manifest("one")));
+    assert!(first.contains("configmap/applied created"), "{first}");
+    let second = kubectl_with_input(&server, &["apply", "-f", "-"], Some(&manifest("two")));
+    assert!(second.contains("configmap/applied configured"), "{second}");
+    let value = kubectl(
+        &server,
+        &["get", "configmap", "applied", "-o", "jsonpath={.data.key}"],
+    );
+    assert_eq!(value, "two");
+
+    let server_side = kubectl_with_input(
+        &server,
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=arbor-test",
+            "-f",
+            "-",
+        ],
+        Some("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  key: v\n"),
+    );
+    assert!(
+        server_side.contains("configmap/ssa serverside-applied"),
+        "{server_side}"
+    );
+
+    kubectl(&server, &["label", "configmap", "demo", "team=a"]);
+    kubectl(&server, &["annotate", "configmap", "demo", "note=hello"]);
+    let labelled = kubectl(
+        &server,
+        &["get", "configmaps", "-l", "team=a", "-o", "name"],
+    );
+    assert_eq!(labelled.trim(), "configmap/demo");
+    let note = kubectl(
+        &server,
+        &[
+            "get",
+            "configmap",
+            "demo",
+            "-o",
+            "jsonpath={.metadata.annotations.note}",
+        ],
+    );
+    assert_eq!(note, "hello");
+
+    kubectl_with_input(&server, &["apply", "-f", "-"], Some(WIDGET_CRD));
+    let resources = kubectl(&server, &["api-resources"]);
+    assert!(
+        resources
+            .lines()
+            .any(|line| line.starts_with("widgets") && line.contains("example.com/v1")),
+        "{resources}"
+    );
+    kubectl_with_input(
+        &server,
+        &["apply", "-f", "-"],
+        Some("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 3\n"),
+    );
+    let widgets = kubectl(&server, &["get", "wd"]);
+    assert!(
+        widgets.contains("SIZE") && widgets.contains("w1") && widgets.contains('3'),
+        "{widgets}"
+    );
+
+    let deleted = kubectl(&server, &["delete", "configmap", "demo"]);
+    assert!(deleted.contains("configmap \"demo\" deleted"), "{deleted}");
+    let remaining = kubectl(&server, &["get", "configmaps", "-o", "name"]);
+    assert!(!remaining.contains("configmap/demo"), "{remaining}");
+}
+
+#[test]
+fn kubectl_get_watch_streams_changes() {
+    let server = start_server();
+    let mut watch = kubectl_command(
+        &server.kubeconfig,
+        &["get", "configmaps", "-w", "--output-watch-events"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit())
+    .spawn()
+    .expect("kubectl starts");
+    let stdout = watch.stdout.take().expect("piped stdout");
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // The watch is running once kubectl has printed its (possibly empty) initial listing; a
+    // create repeated until it is seen covers the window before that.
+    let mut seen = false;
+    for attempt in 0..20 {
+        let name = format!("watched-{attempt}");
+        kubectl(&server, &["create", "configmap", &name]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while let Ok(line) =
+            receiver.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+        {
+            if line.contains("ADDED") && line.contains("watched-") {
+                seen = true;
+                break;
+            }
+        }
+        if seen {
+            break;
+        }
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(seen, "kubectl get -w never printed the new ConfigMap");
+}
+
+#[test]
+fn the_binary_stops_on_sigterm() {
+    let mut server = start_server();
+    let pid = server.child.id().to_string();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let exit = loop {
+        if let Some(exit) = server.child.try_wait().expect("waitable") {
+            break exit;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the binary did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(exit.success(), "{exit:?}");
+}
