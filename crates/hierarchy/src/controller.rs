@@ -1,0 +1,246 @@
+//! Starting the controller in a process (the binary, tests and benchmarks all use this).
+//!
+//! [`start`] checks what must hold before any write (a valid domain and configuration, every
+//! watched kind served and namespaced, RBAC for every verb), then runs the watches that feed
+//! the index and two `kube::runtime::Controller`s: one on Namespace, triggered by the index
+//! with exactly the namespaces an event touches, and one on SubNamespace (with its
+//! finalizer), triggered by its own objects and by namespaces of their names.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use arbor_api::SubNamespace as SubNamespaceResource;
+use arbor_policy::keys::{InvalidDomain, Keys};
+use arbor_policy::propagation::{ConfigError, PropagationConfig, PropagationRules};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource as _, ResourceExt};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::access::{self, AccessError, Resource};
+use crate::context::Context;
+use crate::grpc::HierarchyGrpc;
+use crate::index::Index;
+use crate::kinds::{self, KindError};
+use crate::metrics::Metrics;
+use crate::watch::{self, SyncTracker, WatchSetup};
+use crate::writer::Writer;
+use crate::{namespace_reconciler, subnamespace_reconciler};
+
+/// How many reconciles of each controller run at once.
+const CONCURRENCY: u16 = 16;
+
+/// What the controller is started with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The key domain: `arbor.dev`, `accurate.cybozu.com`, `innu.cybozu.com`, or another.
+    pub domain: String,
+    pub config: PropagationConfig,
+    /// Identifies this replica in events.
+    pub instance: Option<String>,
+}
+
+/// Why the controller did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("--domain: {0}")]
+    Domain(#[from] InvalidDomain),
+    #[error("configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error("configuration: {0}")]
+    Kind(#[from] KindError),
+    #[error(transparent)]
+    Access(#[from] AccessError),
+}
+
+/// A running controller.
+#[derive(Debug)]
+pub struct Running {
+    index: Index,
+    rules: PropagationRules,
+    metrics: Metrics,
+    synced: tokio::sync::watch::Receiver<bool>,
+    resync: mpsc::UnboundedSender<()>,
+    shutdown: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// The index (read by the gRPC service).
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    /// The gRPC `HierarchyService` over this controller's index.
+    pub fn service(&self) -> HierarchyGrpc {
+        HierarchyGrpc::new(self.index.clone(), self.rules.clone())
+    }
+
+    /// Waits until every watch has listed once.
+    pub async fn synced(&self) {
+        let mut synced = self.synced.clone();
+        let _ = synced.wait_for(|s| *s).await;
+    }
+
+    /// Whether every watch has listed once.
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Asks for a reconcile of every namespace.
+    pub fn resync(&self) {
+        let _ = self.resync.send(());
+    }
+
+    /// Namespace reconciles completed so far.
+    pub fn reconciles(&self) -> u64 {
+        self.metrics.reconciles.get()
+    }
+
+    /// Stops the controllers and watches and waits for them.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        for task in self.tasks {
+            if let Err(error) = task.await {
+                tracing::error!(%error, "controller task failed");
+            }
+        }
+    }
+}
+
+/// Every resource the controller reads and writes, for the RBAC check.
+fn resources(kinds: &kinds::WatchedKinds) -> Vec<Resource> {
+    let mut resources = vec![
+        Resource::new("", "namespaces"),
+        Resource::new(
+            SubNamespaceResource::group(&()).to_string(),
+            SubNamespaceResource::plural(&()).to_string(),
+        ),
+    ];
+    resources.extend(
+        kinds
+            .iter()
+            .map(|(_, r)| Resource::new(&r.group, &r.plural)),
+    );
+    resources
+}
+
+/// Checks, then starts the watches and controllers; they stop when `shutdown` is cancelled
+/// or [`Running::stop`] is called.
+pub async fn start(
+    client: Client,
+    settings: Settings,
+    metrics: Metrics,
+    shutdown: CancellationToken,
+) -> Result<Running, StartError> {
+    let keys = Keys::for_domain(&settings.domain)?;
+    let rules = settings.config.compile(&keys)?;
+    let kinds = kinds::resolve(&client, &settings.config.watches).await?;
+    access::check(&client, &resources(&kinds)).await?;
+
+    let shutdown = shutdown.child_token();
+    let index = Index::new(&keys);
+    let (triggers, triggered) = mpsc::unbounded_channel::<ObjectRef<Namespace>>();
+    let (resync, resynced) = mpsc::unbounded_channel::<()>();
+    let (sync, synced) = SyncTracker::new(watch::watch_names(&kinds));
+    let setup = WatchSetup {
+        client: client.clone(),
+        kinds: kinds.clone(),
+        index: index.clone(),
+        triggers: triggers.clone(),
+        metrics: metrics.clone(),
+        shutdown: shutdown.clone(),
+    };
+    let mut tasks = watch::spawn_all(&setup, &sync);
+
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: arbor_api::keys::HIERARCHY_FIELD_MANAGER.into(),
+            instance: settings.instance.clone(),
+        },
+    );
+    let context = Arc::new(Context::new(
+        rules.clone(),
+        index.clone(),
+        Writer::new(client.clone(), kinds),
+        recorder,
+        metrics.clone(),
+        triggers,
+        synced.clone(),
+    ));
+    let config = ControllerConfig::default().concurrency(CONCURRENCY);
+
+    let stop = shutdown.clone();
+    let namespaces = Controller::new(
+        Api::<Namespace>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .with_config(config.clone())
+    .reconcile_on(UnboundedReceiverStream::new(triggered))
+    .reconcile_all_on(UnboundedReceiverStream::new(resynced))
+    .graceful_shutdown_on(async move { stop.cancelled().await })
+    .run(
+        namespace_reconciler::reconcile,
+        namespace_reconciler::error_policy,
+        Arc::clone(&context),
+    )
+    .for_each(|_| async {});
+    tasks.push(tokio::spawn(namespaces));
+
+    let stop = shutdown.clone();
+    let by_name = index.clone();
+    let sub_namespaces = Controller::new(
+        Api::<SubNamespaceResource>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .with_config(config)
+    .watches(
+        Api::<Namespace>::all(client.clone()),
+        watcher::Config::default(),
+        move |namespace| sub_namespaces_concerned(&by_name, &keys, &namespace),
+    )
+    .graceful_shutdown_on(async move { stop.cancelled().await })
+    .run(
+        subnamespace_reconciler::reconcile,
+        subnamespace_reconciler::error_policy,
+        context,
+    )
+    .for_each(|_| async {});
+    tasks.push(tokio::spawn(sub_namespaces));
+
+    Ok(Running {
+        index,
+        rules,
+        metrics,
+        synced,
+        resync,
+        shutdown,
+        tasks,
+    })
+}
+
+/// The SubNamespaces a namespace event concerns: those asking for its name, and the one its
+/// parent label points to.
+fn sub_namespaces_concerned(
+    index: &Index,
+    keys: &Keys,
+    namespace: &Namespace,
+) -> Vec<ObjectRef<SubNamespaceResource>> {
+    let name = namespace.name_any();
+    let mut concerned: BTreeSet<(String, String)> =
+        index.sub_namespaces_named(&name).into_iter().collect();
+    if let Some(parent) = namespace.labels().get(&keys.parent_label) {
+        concerned.insert((parent.clone(), name));
+    }
+    concerned
+        .into_iter()
+        .map(|(parent, name)| ObjectRef::new(&name).within(&parent))
+        .collect()
+}

@@ -1,0 +1,247 @@
+//! The reconcile of one namespace: labels and annotations it receives, the `propagate`
+//! annotation of generated objects, and the copies it holds.
+//!
+//! Every decision is arbor-policy's: [`desired_metadata`] for labels and annotations,
+//! [`generated_propagation`] for `propagate-generated`, [`plan_namespace_copies`] for copies
+//! (seeds/001: create, update and delete by mode and `from`, including copies whose source
+//! vanished while the controller was stopped), [`CycleReport`] for cycles. The reconcile
+//! compares first and writes only what differs, so a tree already in place costs no write.
+//!
+//! [`CycleReport`]: arbor_policy::propagation::CycleReport
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arbor_policy::object;
+use arbor_policy::propagation::{
+    CopyAction, PlanError, TreeError, desired_metadata, generated_propagation,
+    plan_namespace_copies,
+};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+
+use crate::context::Context;
+use crate::index::NamespaceView;
+use crate::writer::{WriteError, describe};
+
+/// How often a namespace is looked at without any event, as a floor.
+const RESYNC: Duration = Duration::from_secs(600);
+
+/// Why a namespace reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NamespaceError {
+    #[error("namespace {namespace}: {source}")]
+    Plan {
+        namespace: String,
+        #[source]
+        source: PlanError,
+    },
+    #[error("namespace {namespace}: {}", failures.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Writes {
+        namespace: String,
+        failures: Vec<WriteError>,
+    },
+}
+
+impl NamespaceError {
+    /// A short reason for metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Plan { .. } => "PlanFailed",
+            Self::Writes { failures, .. } => {
+                failures.first().map_or("WriteFailed", WriteError::reason)
+            }
+        }
+    }
+}
+
+/// The controller's reconcile function for namespaces.
+pub async fn reconcile(
+    namespace: Arc<Namespace>,
+    context: Arc<Context>,
+) -> Result<Action, NamespaceError> {
+    context.wait_synced().await;
+    let started = Instant::now();
+    let result = reconcile_namespace(&namespace, &context).await;
+    context
+        .metrics
+        .observe("namespace", started.elapsed().as_secs_f64());
+    context.metrics.reconciles.inc();
+    result
+}
+
+/// The controller's error policy: count and retry soon.
+pub fn error_policy(
+    _namespace: Arc<Namespace>,
+    error: &NamespaceError,
+    context: Arc<Context>,
+) -> Action {
+    tracing::warn!(%error, "namespace reconcile failed");
+    context.metrics.error(error.reason());
+    Action::requeue(Duration::from_secs(5))
+}
+
+async fn reconcile_namespace(
+    namespace: &Namespace,
+    context: &Context,
+) -> Result<Action, NamespaceError> {
+    let name = namespace.name_any();
+    if namespace.metadata.deletion_timestamp.is_some() {
+        // Nothing can be created in a terminating namespace, and what is in it goes with it.
+        return Ok(Action::await_change());
+    }
+    let Some(view) = context.index.view(&name) else {
+        // Not yet in the index: its watch event will trigger this namespace again.
+        return Ok(Action::await_change());
+    };
+    if let Some(cycle) = view.cycles.cycle_halting(&name, &view.tree) {
+        context.report_cycle(cycle, &view.cycles).await;
+        return Ok(Action::await_change());
+    }
+    context.forget_resolved_cycles(&view.cycles);
+
+    let mut failures = Vec::new();
+    if let Err(error) = apply_metadata(context, &view).await {
+        failures.push(error);
+    }
+    failures.extend(annotate_generated(context, &view).await);
+    let plan = plan_namespace_copies(
+        &context.rules,
+        &view.tree,
+        &name,
+        &view.upstream_objects,
+        &view.objects,
+    )
+    .map_err(|source| NamespaceError::Plan {
+        namespace: name.clone(),
+        source,
+    })?;
+    for planned in plan {
+        let live = || {
+            view.objects.iter().find(|o| {
+                object::name(o) == Some(planned.name.as_str())
+                    && object::gvk(o).is_ok_and(|gvk| gvk.group_kind() == planned.group_kind)
+            })
+        };
+        let written = match &planned.action {
+            CopyAction::Create(copy) => write_copy(context, "create", copy).await,
+            CopyAction::Update(copy) => write_copy(context, "update", copy).await,
+            CopyAction::Delete => match live() {
+                Some(live) => delete_copy(context, live).await,
+                None => Ok(()),
+            },
+            CopyAction::Leave(reason) => {
+                if reason.is_conflict() {
+                    tracing::debug!(object = %describe(&planned.group_kind, &name, &planned.name), ?reason, "a copy cannot be placed: an object not copied from the upstream holds the name");
+                }
+                Ok(())
+            }
+        };
+        if let Err(error) = written {
+            failures.push(error);
+        }
+    }
+    if failures.is_empty() {
+        Ok(Action::requeue(RESYNC))
+    } else {
+        Err(NamespaceError::Writes {
+            namespace: name,
+            failures,
+        })
+    }
+}
+
+/// Labels and annotations from the upstream (and the SubNamespace spec), when any is missing.
+async fn apply_metadata(context: &Context, view: &NamespaceView) -> Result<(), WriteError> {
+    let name = &view.namespace.name;
+    let desired = match desired_metadata(
+        &context.rules,
+        &view.tree,
+        name,
+        view.sub_namespace.as_ref(),
+    ) {
+        Ok(Some(desired)) => desired,
+        Ok(None) => return Ok(()),
+        // A dangling parent or template: there is nothing to receive until it exists (admission
+        // refuses such links; a namespace deleted under its children leaves them so).
+        Err(TreeError::MissingUpstream { upstream, .. }) => {
+            tracing::debug!(namespace = %name, %upstream, "upstream does not exist");
+            return Ok(());
+        }
+        Err(error) => {
+            tracing::warn!(namespace = %name, %error, "cannot compute propagated metadata");
+            return Ok(());
+        }
+    };
+    if desired.is_satisfied_by(&view.namespace) {
+        return Ok(());
+    }
+    context
+        .writer
+        .apply_namespace(
+            "propagate metadata to",
+            name,
+            &desired.labels,
+            &desired.annotations,
+        )
+        .await
+}
+
+/// `propagate` on objects whose controller carries `propagate-generated`.
+async fn annotate_generated(context: &Context, view: &NamespaceView) -> Vec<WriteError> {
+    let mut failures = Vec::new();
+    for object in &view.objects {
+        let owner = context.index.controller_of(object);
+        let Some(annotation) = generated_propagation(context.rules.keys(), object, owner.as_ref())
+        else {
+            continue;
+        };
+        let partial = json!({
+            "apiVersion": object.get("apiVersion"),
+            "kind": object.get("kind"),
+            "metadata": {
+                "name": object::name(object),
+                "namespace": object::namespace(object),
+                "annotations": {annotation.key: annotation.value},
+            },
+        });
+        match context.writer.apply_object("annotate", &partial).await {
+            Ok(stored) => context.observe_written(stored),
+            Err(error) => failures.push(error),
+        }
+    }
+    failures
+}
+
+async fn write_copy(
+    context: &Context,
+    action: &'static str,
+    copy: &Value,
+) -> Result<(), WriteError> {
+    let stored = context.writer.apply_object(action, copy).await?;
+    context.observe_written(stored);
+    context.metrics.copy_written(action);
+    tracing::info!(action, object = %copy_name(copy), "propagated");
+    Ok(())
+}
+
+async fn delete_copy(context: &Context, live: &Value) -> Result<(), WriteError> {
+    context.writer.delete_object(live).await?;
+    context.observe_deleted(live);
+    context.metrics.copy_written("delete");
+    tracing::info!(object = %copy_name(live), "deleted stale copy");
+    Ok(())
+}
+
+fn copy_name(object: &Value) -> String {
+    match object::ObjectKey::of(object) {
+        Ok(key) => describe(
+            &key.group_kind,
+            key.namespace.as_deref().unwrap_or_default(),
+            &key.name,
+        ),
+        Err(_) => "object".into(),
+    }
+}

@@ -1,0 +1,278 @@
+//! Watches that feed the [`Index`] and say which namespaces to reconcile.
+//!
+//! One watch per kind (namespaces, SubNamespaces, each watched kind) runs
+//! `kube::runtime::watcher` and hands each event to its [`Feed`], which updates the index and
+//! returns the namespaces the event touches; those go to the namespace controller. A (re)list
+//! replaces the kind's entries wholesale, so objects deleted while the watch was down (or the
+//! controller stopped) disappear from the index as they should. When every watch has listed
+//! once, the caches are synced: reconciles wait for that.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use arbor_api::SubNamespace as SubNamespaceResource;
+use arbor_policy::object::GroupKind;
+use arbor_policy::propagation::{NamespaceState, SubNamespace};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::DynamicObject;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, ResourceExt};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::index::Index;
+use crate::kinds::WatchedKinds;
+use crate::metrics::Metrics;
+
+/// Namespaces to reconcile.
+pub type Triggers = mpsc::UnboundedSender<ObjectRef<Namespace>>;
+
+/// Asks for a reconcile of each of `namespaces`.
+pub fn send_triggers(triggers: &Triggers, namespaces: BTreeSet<String>) {
+    for namespace in namespaces {
+        // The receiver goes away only at shutdown, when nothing needs reconciling.
+        let _ = triggers.send(ObjectRef::new(&namespace));
+    }
+}
+
+/// How one kind's events change the index.
+pub trait Feed<K>: Send + 'static {
+    fn apply(&self, index: &Index, object: K) -> BTreeSet<String>;
+    fn delete(&self, index: &Index, object: K) -> BTreeSet<String>;
+    fn replace(&self, index: &Index, listed: Vec<K>) -> BTreeSet<String>;
+}
+
+fn to_value<K: Serialize>(object: &K) -> Option<Value> {
+    serde_json::to_value(object)
+        .inspect_err(|error| tracing::warn!(%error, "cannot read a watched object"))
+        .ok()
+}
+
+/// Namespaces.
+#[derive(Debug)]
+pub struct NamespaceFeed;
+
+fn namespace_state(namespace: &Namespace) -> NamespaceState {
+    NamespaceState {
+        name: namespace.name_any(),
+        labels: namespace.labels().clone(),
+        annotations: namespace.annotations().clone(),
+    }
+}
+
+impl Feed<Namespace> for NamespaceFeed {
+    fn apply(&self, index: &Index, object: Namespace) -> BTreeSet<String> {
+        index.apply_namespace(namespace_state(&object))
+    }
+    fn delete(&self, index: &Index, object: Namespace) -> BTreeSet<String> {
+        index.delete_namespace(&object.name_any())
+    }
+    fn replace(&self, index: &Index, listed: Vec<Namespace>) -> BTreeSet<String> {
+        index.replace_namespaces(listed.iter().map(namespace_state).collect())
+    }
+}
+
+/// SubNamespaces.
+#[derive(Debug)]
+pub struct SubNamespaceFeed;
+
+fn sub_namespace(object: &SubNamespaceResource) -> Option<SubNamespace> {
+    SubNamespace::from_object(&to_value(object)?).ok()
+}
+
+impl Feed<SubNamespaceResource> for SubNamespaceFeed {
+    fn apply(&self, index: &Index, object: SubNamespaceResource) -> BTreeSet<String> {
+        sub_namespace(&object).map_or_else(BTreeSet::new, |s| index.apply_sub_namespace(s))
+    }
+    fn delete(&self, index: &Index, object: SubNamespaceResource) -> BTreeSet<String> {
+        index.delete_sub_namespace(&object.namespace().unwrap_or_default(), &object.name_any())
+    }
+    fn replace(&self, index: &Index, listed: Vec<SubNamespaceResource>) -> BTreeSet<String> {
+        index.replace_sub_namespaces(listed.iter().filter_map(sub_namespace).collect())
+    }
+}
+
+/// Objects of one watched kind.
+#[derive(Debug)]
+pub struct ObjectFeed(pub GroupKind);
+
+impl Feed<DynamicObject> for ObjectFeed {
+    fn apply(&self, index: &Index, object: DynamicObject) -> BTreeSet<String> {
+        to_value(&object).map_or_else(BTreeSet::new, |v| index.apply_object(v))
+    }
+    fn delete(&self, index: &Index, object: DynamicObject) -> BTreeSet<String> {
+        to_value(&object).map_or_else(BTreeSet::new, |v| index.delete_object(&v))
+    }
+    fn replace(&self, index: &Index, listed: Vec<DynamicObject>) -> BTreeSet<String> {
+        index.replace_objects(&self.0, listed.iter().filter_map(to_value).collect())
+    }
+}
+
+/// Tracks which watches have listed once; publishes `true` when all have.
+#[derive(Debug, Clone)]
+pub struct SyncTracker {
+    pending: Arc<Mutex<BTreeSet<String>>>,
+    synced: Arc<watch::Sender<bool>>,
+}
+
+impl SyncTracker {
+    pub fn new(watches: impl IntoIterator<Item = String>) -> (Self, watch::Receiver<bool>) {
+        let (synced, receiver) = watch::channel(false);
+        let pending: BTreeSet<String> = watches.into_iter().collect();
+        if pending.is_empty() {
+            synced.send_replace(true);
+        }
+        let tracker = Self {
+            pending: Arc::new(Mutex::new(pending)),
+            synced: Arc::new(synced),
+        };
+        (tracker, receiver)
+    }
+
+    pub fn listed(&self, watch: &str) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if pending.remove(watch) && pending.is_empty() {
+            tracing::info!("caches synced");
+            self.synced.send_replace(true);
+        }
+    }
+}
+
+/// Runs one watch until `shutdown`.
+pub async fn follow<K, F>(
+    name: String,
+    events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send,
+    feed: F,
+    setup: WatchSetup,
+    sync: SyncTracker,
+) where
+    F: Feed<K>,
+{
+    let WatchSetup {
+        index,
+        triggers,
+        metrics,
+        shutdown,
+        ..
+    } = setup;
+    let mut events = std::pin::pin!(events);
+    let mut listed = Vec::new();
+    let send = |touched| send_triggers(&triggers, touched);
+    loop {
+        let event = tokio::select! {
+            () = shutdown.cancelled() => return,
+            event = events.next() => event,
+        };
+        match event {
+            None => return,
+            Some(Ok(Event::Apply(object))) => send(feed.apply(&index, object)),
+            Some(Ok(Event::Delete(object))) => send(feed.delete(&index, object)),
+            Some(Ok(Event::Init)) => listed.clear(),
+            Some(Ok(Event::InitApply(object))) => listed.push(object),
+            Some(Ok(Event::InitDone)) => {
+                send(feed.replace(&index, std::mem::take(&mut listed)));
+                sync.listed(&name);
+            }
+            Some(Err(error)) => {
+                tracing::warn!(watch = %name, %error, "watch failed; retrying");
+                metrics.error("WatchFailed");
+            }
+        }
+    }
+}
+
+/// Everything the watches need.
+#[derive(Clone)]
+pub struct WatchSetup {
+    pub client: Client,
+    pub kinds: WatchedKinds,
+    pub index: Index,
+    pub triggers: Triggers,
+    pub metrics: Metrics,
+    pub shutdown: CancellationToken,
+}
+
+/// The name of the watch of one watched kind, like `Secret` or `Role.rbac.authorization.k8s.io`.
+fn kind_watch_name(group_kind: &GroupKind) -> String {
+    if group_kind.group.is_empty() {
+        group_kind.kind.clone()
+    } else {
+        format!("{}.{}", group_kind.kind, group_kind.group)
+    }
+}
+
+/// The names of the watches, for the [`SyncTracker`].
+pub fn watch_names(kinds: &WatchedKinds) -> Vec<String> {
+    let mut names = vec!["namespaces".to_owned(), "subnamespaces".to_owned()];
+    names.extend(kinds.iter().map(|(gk, _)| kind_watch_name(gk)));
+    names
+}
+
+fn spawn<K, F>(
+    name: String,
+    api: Api<K>,
+    feed: F,
+    setup: &WatchSetup,
+    sync: &SyncTracker,
+) -> tokio::task::JoinHandle<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    F: Feed<K>,
+{
+    let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    tokio::spawn(follow(name, events, feed, setup.clone(), sync.clone()))
+}
+
+/// Spawns every watch.
+pub fn spawn_all(setup: &WatchSetup, sync: &SyncTracker) -> Vec<tokio::task::JoinHandle<()>> {
+    let client = || setup.client.clone();
+    let mut tasks = vec![
+        spawn(
+            "namespaces".into(),
+            Api::<Namespace>::all(client()),
+            NamespaceFeed,
+            setup,
+            sync,
+        ),
+        spawn(
+            "subnamespaces".into(),
+            Api::<SubNamespaceResource>::all(client()),
+            SubNamespaceFeed,
+            setup,
+            sync,
+        ),
+    ];
+    for (group_kind, resource) in setup.kinds.iter() {
+        let api = Api::<DynamicObject>::all_with(client(), resource);
+        let feed = ObjectFeed(group_kind.clone());
+        tasks.push(spawn(kind_watch_name(group_kind), api, feed, setup, sync));
+    }
+    tasks
+}
+
+impl std::fmt::Debug for WatchSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchSetup").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synced_only_after_every_watch_listed() {
+        let (tracker, synced) = SyncTracker::new(["a".to_owned(), "b".to_owned()]);
+        tracker.listed("a");
+        assert!(!*synced.borrow());
+        tracker.listed("a");
+        assert!(!*synced.borrow());
+        tracker.listed("b");
+        assert!(*synced.borrow());
+    }
+}

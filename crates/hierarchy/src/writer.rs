@@ -1,0 +1,226 @@
+//! Every write the controller makes: server-side apply under the field manager
+//! `arbor-hierarchy`, forced because Arbor owns what it applies (copies, propagated metadata,
+//! the `propagate` annotation it adds), and deletes guarded by the object's uid so that an
+//! object recreated in the meantime is never removed by mistake.
+
+use std::collections::BTreeMap;
+
+use arbor_api::keys::HIERARCHY_FIELD_MANAGER;
+use arbor_policy::object::{self, GroupKind};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+use crate::kinds::WatchedKinds;
+
+/// A write that failed, naming the object.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("cannot {action} {object}: {source}")]
+    Api {
+        action: &'static str,
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot {action} {object}: its kind is not watched")]
+    UnwatchedKind {
+        action: &'static str,
+        object: String,
+    },
+    #[error("cannot {action}: the object has no {field}")]
+    Incomplete {
+        action: &'static str,
+        field: &'static str,
+    },
+}
+
+impl WriteError {
+    /// A short reason for metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Api {
+                source: kube::Error::Api(status),
+                ..
+            } if status.is_conflict() => "Conflict",
+            Self::Api { .. } => "ApiError",
+            Self::UnwatchedKind { .. } => "UnwatchedKind",
+            Self::Incomplete { .. } => "IncompleteObject",
+        }
+    }
+}
+
+/// Writes through one client.
+#[derive(Clone)]
+pub struct Writer {
+    client: Client,
+    kinds: WatchedKinds,
+}
+
+fn apply_params() -> PatchParams {
+    PatchParams::apply(HIERARCHY_FIELD_MANAGER).force()
+}
+
+impl Writer {
+    pub fn new(client: Client, kinds: WatchedKinds) -> Self {
+        Self { client, kinds }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn dynamic_api(
+        &self,
+        action: &'static str,
+        group_kind: &GroupKind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Api<DynamicObject>, WriteError> {
+        let resource = self
+            .kinds
+            .get(group_kind)
+            .ok_or_else(|| WriteError::UnwatchedKind {
+                action,
+                object: describe(group_kind, namespace, name),
+            })?;
+        Ok(Api::namespaced_with(
+            self.client.clone(),
+            namespace,
+            resource,
+        ))
+    }
+
+    /// Applies `object` (a copy, or a partial object carrying only what Arbor sets); returns
+    /// the object as the API server stored it.
+    pub async fn apply_object(
+        &self,
+        action: &'static str,
+        object: &Value,
+    ) -> Result<Value, WriteError> {
+        let gvk = object::gvk(object).map_err(|missing| WriteError::Incomplete {
+            action,
+            field: missing.0,
+        })?;
+        let namespace = object::namespace(object).ok_or(WriteError::Incomplete {
+            action,
+            field: "metadata.namespace",
+        })?;
+        let name = object::name(object).ok_or(WriteError::Incomplete {
+            action,
+            field: "metadata.name",
+        })?;
+        let group_kind = gvk.group_kind();
+        let api_error = |source| WriteError::Api {
+            action,
+            object: describe(&group_kind, namespace, name),
+            source,
+        };
+        let stored = self
+            .dynamic_api(action, &group_kind, namespace, name)?
+            .patch(name, &apply_params(), &Patch::Apply(object))
+            .await
+            .map_err(api_error)?;
+        serde_json::to_value(&stored).map_err(|e| api_error(kube::Error::SerdeError(e)))
+    }
+
+    /// Deletes the object `live`, only if it is still the same object (same uid).
+    pub async fn delete_object(&self, live: &Value) -> Result<(), WriteError> {
+        const ACTION: &str = "delete";
+        let key = object::ObjectKey::of(live).map_err(|missing| WriteError::Incomplete {
+            action: ACTION,
+            field: missing.0,
+        })?;
+        let namespace = key.namespace.as_deref().ok_or(WriteError::Incomplete {
+            action: ACTION,
+            field: "metadata.namespace",
+        })?;
+        let params = DeleteParams {
+            preconditions: object::str_at(live, &["metadata", "uid"]).map(|uid| Preconditions {
+                uid: Some(uid.to_owned()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        let deleted = self
+            .dynamic_api(ACTION, &key.group_kind, namespace, &key.name)?
+            .delete(&key.name, &params)
+            .await;
+        match deleted {
+            Ok(_) => Ok(()),
+            // Already gone: the desired state holds.
+            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
+            Err(source) => Err(WriteError::Api {
+                action: ACTION,
+                object: describe(&key.group_kind, namespace, &key.name),
+                source,
+            }),
+        }
+    }
+
+    /// Applies the labels and annotations Arbor sets on namespace `name`.
+    pub async fn apply_namespace(
+        &self,
+        action: &'static str,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<(), WriteError> {
+        let namespace = json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        });
+        Api::<Namespace>::all(self.client.clone())
+            .patch(name, &apply_params(), &Patch::Apply(&namespace))
+            .await
+            .map_err(|source| WriteError::Api {
+                action,
+                object: format!("namespace {name}"),
+                source,
+            })?;
+        Ok(())
+    }
+
+    /// Deletes namespace `name`.
+    pub async fn delete_namespace(&self, name: &str, uid: Option<&str>) -> Result<(), WriteError> {
+        let params = DeleteParams {
+            preconditions: uid.map(|uid| Preconditions {
+                uid: Some(uid.to_owned()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match Api::<Namespace>::all(self.client.clone())
+            .delete(name, &params)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
+            Err(source) => Err(WriteError::Api {
+                action: "delete",
+                object: format!("namespace {name}"),
+                source,
+            }),
+        }
+    }
+}
+
+/// `Secret team-a/token` or `Role rbac.authorization.k8s.io team-a/reader`.
+pub fn describe(group_kind: &GroupKind, namespace: &str, name: &str) -> String {
+    if group_kind.group.is_empty() {
+        format!("{} {namespace}/{name}", group_kind.kind)
+    } else {
+        format!(
+            "{}.{} {namespace}/{name}",
+            group_kind.kind, group_kind.group
+        )
+    }
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,252 @@
+//! What arbor-hierarchy does beyond Accurate: cycles halt propagation (with an event on each
+//! namespace of the cycle) and it resumes when they are broken; a tree in place costs no
+//! write; start-up refuses what it cannot serve (cluster-scoped or unknown kinds, missing
+//! RBAC), naming it.
+
+mod common;
+
+use std::sync::Arc;
+
+use anyhow::{Result, ensure};
+use arbor_kube_emu::KubeEmu;
+use arbor_kube_emu::auth::Identity;
+use arbor_kube_emu::authz::{Attributes, Authorizer, Decision};
+use arbor_policy::propagation::WatchedKind;
+use common::{Cluster, test_config, wait_for};
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+
+for_each_domain!(
+    cycle_halts_propagation_with_event_and_resumes_when_broken,
+    unchanged_tree_reconcile_makes_no_write,
+);
+
+async fn cycle_halts_propagation_with_event_and_resumes_when_broken(domain: &str) -> Result<()> {
+    let cluster = Cluster::start(domain).await?;
+    cluster.create_namespace("r", &[("type", "root")]).await?;
+    cluster.create_namespace("a", &[("parent", "r")]).await?;
+    cluster.create_namespace("b", &[("parent", "a")]).await?;
+    cluster.create_namespace("c", &[("parent", "b")]).await?;
+    cluster
+        .label_namespace("a", &[("parent", Some("b"))])
+        .await?;
+
+    let events: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
+    for member in ["a", "b"] {
+        wait_for(
+            &format!("a CycleDetected event on namespace {member}"),
+            || async {
+                Ok(events
+                    .list(&Default::default())
+                    .await?
+                    .items
+                    .iter()
+                    .any(|e| {
+                        e.reason.as_deref() == Some("CycleDetected")
+                            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(member)
+                            && e.note.as_deref().is_some_and(|n| n.contains("a -> b -> a"))
+                    }))
+            },
+        )
+        .await?;
+    }
+    cluster
+        .create_secret("b", "s", "v", &[("propagate", "update")])
+        .await?;
+    cluster.settle().await?;
+    ensure!(
+        cluster.secret_value("c", "s").await?.is_none(),
+        "nothing propagates below a cycle"
+    );
+
+    cluster
+        .label_namespace("a", &[("parent", Some("r"))])
+        .await?;
+    cluster.wait_secret("c", "s", "v").await?;
+    cluster.shutdown().await;
+    Ok(())
+}
+
+async fn unchanged_tree_reconcile_makes_no_write(domain: &str) -> Result<()> {
+    let cluster = Cluster::start(domain).await?;
+    cluster
+        .create_namespace_with("root", &[("type", "root"), ("team", "t")], &[("note", "n")])
+        .await?;
+    cluster
+        .create_sub_namespace("root", "sub", &[("app", "a")])
+        .await?;
+    cluster
+        .create_namespace("grand", &[("parent", "sub")])
+        .await?;
+    cluster
+        .create_namespace("tmpl", &[("type", "template"), ("team", "x")])
+        .await?;
+    cluster
+        .create_namespace("inst", &[("template", "tmpl")])
+        .await?;
+    cluster
+        .create_secret("root", "u", "1", &[("propagate", "update")])
+        .await?;
+    cluster
+        .create_secret("root", "c", "1", &[("propagate", "create")])
+        .await?;
+    cluster
+        .create_secret("tmpl", "t", "1", &[("propagate", "update")])
+        .await?;
+    cluster.wait_secret("grand", "u", "1").await?;
+    cluster.wait_secret("grand", "c", "1").await?;
+    cluster.wait_secret("inst", "t", "1").await?;
+    cluster
+        .wait_namespace_label("grand", "team", Some("t"))
+        .await?;
+    cluster.settle().await?;
+
+    let before = cluster.emu.resource_version();
+    cluster.resync_and_wait().await?;
+    cluster.resync_and_wait().await?;
+    let after = cluster.emu.resource_version();
+    ensure!(
+        before == after,
+        "a resync of an unchanged tree wrote (revision {before} -> {after})"
+    );
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// The start-up error with one more entry in `watches`.
+async fn start_error_watching(group: &str, kind: &str) -> Result<String> {
+    let cluster = Cluster::without_controller(common::ARBOR).await?;
+    let mut config = test_config();
+    config.watches.push(WatchedKind {
+        group: group.into(),
+        version: "v1".into(),
+        kind: kind.into(),
+    });
+    let error = match cluster.try_start_controller(config).await {
+        Ok(_) => anyhow::bail!("the controller started watching {kind}"),
+        Err(error) => error.to_string(),
+    };
+    cluster.shutdown().await;
+    Ok(error)
+}
+
+#[tokio::test]
+async fn start_refuses_a_cluster_scoped_kind_naming_it() -> Result<()> {
+    let error = start_error_watching("rbac.authorization.k8s.io", "ClusterRole").await?;
+    ensure!(
+        error.contains("watches[3]")
+            && error.contains("ClusterRole")
+            && error.contains("cluster-scoped"),
+        "{error}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn start_refuses_an_unknown_kind_naming_it() -> Result<()> {
+    let error = start_error_watching("example.com", "Widget").await?;
+    ensure!(
+        error.contains("watches[3]") && error.contains("Widget") && error.contains("not serve"),
+        "{error}"
+    );
+    Ok(())
+}
+
+/// Allows everything except deleting Secrets.
+#[derive(Debug)]
+struct NoSecretDeletes;
+
+impl Authorizer for NoSecretDeletes {
+    fn authorize(&self, _identity: &Identity, attributes: &Attributes) -> Decision {
+        let denied = attributes.verb == "delete" && attributes.resource == "secrets";
+        Decision {
+            allowed: !denied,
+            reason: if denied {
+                "test denies deleting secrets".into()
+            } else {
+                String::new()
+            },
+        }
+    }
+}
+
+#[tokio::test]
+async fn start_refuses_without_rbac_naming_what_is_missing() -> Result<()> {
+    let emu = KubeEmu::builder()
+        .authorizer(Arc::new(NoSecretDeletes))
+        .start()
+        .await?;
+    let cluster = Cluster::on(emu, common::ARBOR).await?;
+    let error = match cluster.try_start_controller(test_config()).await {
+        Ok(_) => anyhow::bail!("the controller started without RBAC to delete secrets"),
+        Err(error) => error.to_string(),
+    };
+    ensure!(error.contains("delete secrets"), "{error}");
+    ensure!(
+        !error.contains("configmaps"),
+        "only what is missing is named: {error}"
+    );
+    cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_explains_propagation_from_the_live_index() -> Result<()> {
+    use arbor_proto::v1::hierarchy_service_client::HierarchyServiceClient;
+    use arbor_proto::v1::{Action, ExplainPropagationRequest, GetTreeRequest, ObjectRef};
+
+    let cluster = Cluster::start(common::ARBOR).await?;
+    cluster
+        .create_namespace("root", &[("type", "root")])
+        .await?;
+    cluster.create_sub_namespace("root", "a", &[]).await?;
+    cluster
+        .create_secret("root", "s", "v", &[("propagate", "update")])
+        .await?;
+    cluster.wait_secret("a", "s", "v").await?;
+    cluster.settle().await?;
+
+    let (incoming, addr) = arbor_runtime::grpc::bind("127.0.0.1:0".parse()?).await?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = arbor_runtime::grpc::server(addr, None)?
+        .add_service(cluster.controller().service().into_server())
+        .serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned());
+    let serving = tokio::spawn(server);
+    let channel = arbor_runtime::grpc::connect(&format!("http://{addr}"), None).await?;
+    let mut client = HierarchyServiceClient::new(channel);
+
+    let tree = client
+        .get_tree(GetTreeRequest::default())
+        .await?
+        .into_inner();
+    ensure!(
+        tree.roots.len() == 1 && tree.roots[0].children[0].name == "a",
+        "{tree:?}"
+    );
+    ensure!(tree.roots[0].children[0].from_subnamespace);
+
+    let answer = client
+        .explain_propagation(ExplainPropagationRequest {
+            object: Some(ObjectRef {
+                version: "v1".into(),
+                kind: "Secret".into(),
+                namespace: "root".into(),
+                name: "s".into(),
+                ..ObjectRef::default()
+            }),
+            target_namespace: "a".into(),
+        })
+        .await?
+        .into_inner();
+    let decision = answer.targets[0].decision.clone().unwrap_or_default();
+    ensure!(
+        decision.allowed && decision.action == Action::None as i32,
+        "{decision:?}"
+    );
+    ensure!(decision.reason.contains("up to date"), "{decision:?}");
+
+    stop.cancel();
+    serving.await??;
+    cluster.shutdown().await;
+    Ok(())
+}
