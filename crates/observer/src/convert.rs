@@ -1,0 +1,80 @@
+//! Building the gRPC messages of `arbor.v1` from what the observer knows.
+
+use std::time::SystemTime;
+
+use arbor_api::Application;
+use arbor_policy::object::GroupVersionKind;
+use arbor_policy::observe::ResourceId;
+use arbor_proto::v1::{Condition, DriftEvent, DriftKind, ObjectRef};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition as KubeCondition;
+use kube::core::Resource;
+
+use crate::registry::AppKey;
+
+/// Who reports drift, in [`DriftEvent::reporter`].
+pub const REPORTER: &str = "arbor-observer";
+
+pub fn object_ref(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> ObjectRef {
+    let gvk = GroupVersionKind::from_api_version(api_version, kind);
+    ObjectRef {
+        group: gvk.group,
+        version: gvk.version,
+        kind: gvk.kind,
+        namespace: namespace.unwrap_or_default().to_owned(),
+        name: name.to_owned(),
+    }
+}
+
+pub fn resource_ref(id: &ResourceId) -> ObjectRef {
+    object_ref(&id.api_version, &id.kind, id.namespace.as_deref(), &id.name)
+}
+
+pub fn application_ref(key: &AppKey) -> ObjectRef {
+    object_ref(
+        &Application::api_version(&()),
+        &Application::kind(&()),
+        Some(&key.namespace),
+        &key.name,
+    )
+}
+
+pub fn timestamp(time: SystemTime) -> prost_types::Timestamp {
+    prost_types::Timestamp::from(time)
+}
+
+/// A drift event as seen now; `observed_json` empty for deletions.
+pub fn drift_event(
+    object: ObjectRef,
+    kind: DriftKind,
+    changed_fields: Vec<String>,
+    observed_json: String,
+) -> DriftEvent {
+    DriftEvent {
+        object: Some(object),
+        kind: kind.into(),
+        observed_at: Some(timestamp(SystemTime::now())),
+        changed_fields,
+        observed_json,
+        reporter: REPORTER.to_owned(),
+        source: None,
+        application: None,
+    }
+}
+
+/// A field path as drift events print it: `spec.replicas`, not `.spec.replicas`.
+pub fn field_name(path: &impl std::fmt::Display) -> String {
+    path.to_string().trim_start_matches('.').to_owned()
+}
+
+pub fn condition(condition: &KubeCondition) -> Condition {
+    Condition {
+        r#type: condition.type_.clone(),
+        status: condition.status.clone(),
+        reason: condition.reason.clone(),
+        message: condition.message.clone(),
+        last_transition_time: Some(timestamp(SystemTime::from(
+            condition.last_transition_time.0,
+        ))),
+        observed_generation: condition.observed_generation.unwrap_or_default(),
+    }
+}

@@ -1,0 +1,316 @@
+//! # arbor-observer
+//!
+//! Keeps Applications (seeds/004, Krake's Kubernetes application observer) as declared, and
+//! tells arbor-gitsync at once when a git-managed object drifts.
+//!
+//! ## Model
+//!
+//! * The [`controller`] reconciles `Application`s: it validates the spec and the observer
+//!   schema, applies `spec.manifest` by server-side apply (field manager `arbor-observer`),
+//!   records `status.lastAppliedManifest` and `status.lastObservedManifest`, and deletes the
+//!   objects through a finalizer. What to do, and when to stop and start the observer, is
+//!   decided by `arbor_policy::observe`.
+//! * One [`observer`] per Application, a task with its own cancellation token held by the
+//!   [`registry`]: it watches the Application's objects, projects them through the observer
+//!   schema and writes `status.lastObservedManifest` when the projection changes. The
+//!   controller sees last applied and last observed differ and re-applies: drift of an
+//!   observed field is healed; a change to a field the schema does not observe is left alone.
+//! * [`drift`]: watches of the git-managed kinds (`--drift-kinds`, objects with the
+//!   `--management-label`), debounced and reported to gitsync's `SyncService.ReportDrift`
+//!   with retries (`--gitsync-addr`; off without it).
+//! * [`service`]: the gRPC `ObserverService` (ListApplications, GetObservation, WatchDrift),
+//!   [`metrics`] and Kubernetes Events.
+//!
+//! [`run`] is the binary's entry point; [`start`] runs the same in-process (tests, benches)
+//! and returns a [`Running`] handle.
+
+pub mod apply;
+pub mod args;
+pub mod controller;
+pub mod convert;
+pub mod drift;
+pub mod error;
+pub mod finalizer;
+pub mod manifest;
+pub mod metrics;
+pub mod observer;
+pub mod registry;
+pub mod resolve;
+pub mod service;
+pub mod status;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arbor_api::Application;
+use arbor_policy::keys::ManagementLabel;
+use arbor_policy::object::GroupVersionKind;
+use arbor_proto::v1::observer_service_server::ObserverServiceServer;
+use arbor_proto::v1::sync_service_client::SyncServiceClient;
+use arbor_runtime::admin::{Readiness, ReadyGate};
+use arbor_runtime::{Component, Shutdown};
+use futures::StreamExt;
+use kube::Api;
+use kube::runtime::Controller;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::watcher;
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::JoinHandle;
+
+pub use args::ObserverArgs;
+pub use error::Error;
+pub use registry::{AppKey, LifecycleEvent, ObserverRegistry, ObserverStats};
+
+use crate::controller::Context;
+use crate::drift::report::Backoff;
+use crate::observer::ObserverContext;
+use crate::service::ObserverGrpc;
+
+/// The component name: metrics prefix `arbor_observer_`, Lease `arbor-observer`.
+pub const COMPONENT: &str = "observer";
+
+/// What the observer does beyond the common flags.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// gitsync's gRPC address; drift of git-managed objects is not watched without it.
+    pub gitsync_addr: Option<String>,
+    pub management_label: ManagementLabel,
+    pub drift_kinds: Vec<GroupVersionKind>,
+    /// Quiet time per object before its drift is reported.
+    pub drift_window: Duration,
+    pub report_backoff: Backoff,
+}
+
+impl From<&ObserverArgs> for Config {
+    fn from(args: &ObserverArgs) -> Self {
+        Self {
+            gitsync_addr: args.gitsync_addr.clone(),
+            management_label: args.management_label.clone(),
+            drift_kinds: args.drift_kinds.clone(),
+            drift_window: drift::debounce::DEFAULT_WINDOW,
+            report_backoff: Backoff::default(),
+        }
+    }
+}
+
+/// The binary's entry point: runs until SIGTERM / SIGINT.
+pub async fn run(args: ObserverArgs) -> Result<(), Error> {
+    let config = Config::from(&args);
+    let component = Component::start(COMPONENT, args.common).await?;
+    start(component, config).await?.wait().await
+}
+
+/// A running observer controller.
+#[derive(Debug)]
+pub struct Running {
+    pub grpc_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub registry: ObserverRegistry,
+    /// Ready once the Applications are listed and every drift watch has its initial list.
+    pub readiness: Readiness,
+    shutdown: Shutdown,
+    task: JoinHandle<Result<(), Error>>,
+}
+
+impl Running {
+    /// Waits until shutdown and the end of in-flight work.
+    pub async fn wait(self) -> Result<(), Error> {
+        let outcome = match self.task.await {
+            Ok(outcome) => outcome,
+            Err(join) if join.is_cancelled() => Ok(()),
+            Err(join) => std::panic::resume_unwind(join.into_panic()),
+        };
+        self.shutdown.drain().await;
+        outcome
+    }
+
+    /// Starts shutdown and waits for it.
+    pub async fn stop(self) -> Result<(), Error> {
+        self.shutdown.trigger();
+        self.wait().await
+    }
+}
+
+/// Serves admin and gRPC, then (once leader) runs the controller, the observers and the drift
+/// reporting.
+pub async fn start(mut component: Component, config: Config) -> Result<Running, Error> {
+    let metrics = metrics::Metrics::register(component.metrics()?);
+    let ready = component.readiness().gate("applications-synced");
+    let drift_gates: Vec<ReadyGate> = match config.gitsync_addr {
+        Some(_) => config
+            .drift_kinds
+            .iter()
+            .map(|kind| component.readiness().gate(format!("drift-watch {kind}")))
+            .collect(),
+        None => Vec::new(),
+    };
+    let readiness = component.readiness().clone();
+    let admin_addr = component.serve_admin().await?;
+    let client = component.client();
+    let shutdown = component.shutdown().clone();
+    let token = shutdown.token();
+
+    let registry = ObserverRegistry::new(metrics.clone());
+    let (drift, _) = broadcast::channel(1024);
+    let controller = Controller::new(
+        Api::<Application>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let grpc = ObserverGrpc::new(
+        controller.store(),
+        registry.clone(),
+        drift.clone(),
+        token.clone(),
+    );
+    let (incoming, grpc_addr) = arbor_runtime::grpc::bind(component.args().grpc_addr).await?;
+    let server = component
+        .grpc_server()?
+        .add_service(ObserverServiceServer::new(grpc))
+        .serve_with_incoming_shutdown(incoming, token.clone().cancelled_owned());
+    shutdown.spawn(async move {
+        if let Err(error) = server.await {
+            tracing::error!(error = %Error::Serve(error), "gRPC server failed");
+        }
+    });
+
+    let resolver = resolve::Resolver::new(client.clone());
+    let gitsync = config
+        .gitsync_addr
+        .as_deref()
+        .map(|address| arbor_runtime::grpc::connect_lazy(address, component.tls()))
+        .transpose()?;
+    let context = Arc::new(Context {
+        observers: ObserverContext {
+            resolver: resolver.clone(),
+            registry: registry.clone(),
+            drift: drift.clone(),
+        },
+        recorder: Recorder::new(
+            client,
+            Reporter {
+                controller: "arbor-observer".into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        ),
+    });
+    let leadership = component.campaign();
+    let task_registry = registry.clone();
+    let task_shutdown = shutdown.clone();
+    let task = shutdown.spawn(async move {
+        if let Some(leadership) = &leadership {
+            tokio::select! {
+                () = leadership.acquired() => {}
+                () = token.cancelled() => return Ok(()),
+            }
+        }
+        if let Some(channel) = gitsync {
+            spawn_drift_reporting(
+                &task_shutdown,
+                &config,
+                DriftPipeline {
+                    resolver,
+                    channel,
+                    watchers: drift,
+                    metrics,
+                    gates: drift_gates,
+                },
+            );
+        }
+        tokio::spawn(open_when_synced(controller.store(), ready));
+        let controller = controller
+            .graceful_shutdown_on(token.clone().cancelled_owned())
+            .run(controller::reconcile, controller::error_policy, context)
+            .for_each(|outcome| async move {
+                if let Err(error) = outcome {
+                    tracing::debug!(%error, "reconcile");
+                }
+            });
+        match &leadership {
+            Some(leadership) => tokio::select! {
+                () = controller => {}
+                () = leadership.lost() => {
+                    tracing::warn!("leadership lost; shutting down so another replica takes over");
+                    task_shutdown.trigger();
+                }
+            },
+            None => controller.await,
+        }
+        task_registry.stop_all().await;
+        Ok(())
+    });
+    Ok(Running {
+        grpc_addr,
+        admin_addr,
+        registry,
+        readiness,
+        shutdown,
+        task,
+    })
+}
+
+/// Opens `ready` once the controller's cache of Applications has its initial list.
+///
+/// kube's store readiness wakes only the waiter that polled last, and the controller waits on
+/// the same store; so the wait is polled again periodically instead of relying on a wake-up.
+async fn open_when_synced(store: kube::runtime::reflector::Store<Application>, ready: ReadyGate) {
+    loop {
+        match tokio::time::timeout(Duration::from_millis(50), store.wait_until_ready()).await {
+            Ok(Ok(())) => return ready.open(),
+            // The controller ended before it listed.
+            Ok(Err(_)) => return,
+            Err(_) => continue,
+        }
+    }
+}
+
+/// What the drift reporting is built from.
+struct DriftPipeline {
+    resolver: resolve::Resolver,
+    channel: tonic::transport::Channel,
+    watchers: broadcast::Sender<arbor_proto::v1::DriftEvent>,
+    metrics: metrics::Metrics,
+    /// One per drift kind, opened when its watch has listed.
+    gates: Vec<ReadyGate>,
+}
+
+/// Watches the git-managed kinds and reports their drift to gitsync.
+fn spawn_drift_reporting(shutdown: &Shutdown, config: &Config, pipeline: DriftPipeline) {
+    let DriftPipeline {
+        resolver,
+        channel,
+        watchers,
+        metrics,
+        gates,
+    } = pipeline;
+    let token = shutdown.token();
+    let (seen, seen_rx) = mpsc::channel(1024);
+    let (debounced, debounced_rx) = mpsc::channel(1024);
+    for (kind, gate) in config.drift_kinds.iter().zip(gates) {
+        shutdown.spawn(drift::watch::watch_kind(
+            drift::watch::KindWatch {
+                resolver: resolver.clone(),
+                kind: kind.clone(),
+                label: config.management_label.clone(),
+                listed: gate,
+            },
+            seen.clone(),
+            metrics.clone(),
+            token.clone(),
+        ));
+    }
+    shutdown.spawn(drift::debounce::debounce(
+        seen_rx,
+        debounced,
+        watchers,
+        config.drift_window,
+        token.clone(),
+    ));
+    shutdown.spawn(drift::report::report(
+        SyncServiceClient::new(channel),
+        debounced_rx,
+        config.report_backoff,
+        metrics,
+        token,
+    ));
+}

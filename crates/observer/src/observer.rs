@@ -1,0 +1,281 @@
+//! One Application's observer.
+//!
+//! It follows the Application's objects by watch (one watch per object, on its kind, with a
+//! `metadata.name` field selector) and checks again every `observePeriod` as a floor, re-reading
+//! the objects and the Application's stored status, so an event it missed or a status someone
+//! else overwrote is caught. Each check projects the live objects through the observer schema
+//! ([`observe`]); when the projection differs from the stored last observed manifest, it is
+//! written to `status.lastObservedManifest`, and the controller, seeing that status and last
+//! applied manifest differ, re-applies. Only observed fields count: a change to anything the
+//! schema leaves out is never written, so never healed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arbor_api::Application;
+use arbor_policy::observe::{Observation, ObserverSchema, ResourceDelta, ResourceId, observe};
+use arbor_proto::v1::{DriftEvent, DriftKind};
+use futures::stream::{self, BoxStream, StreamExt};
+use kube::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::convert::{self, application_ref, resource_ref};
+use crate::error::Error;
+use crate::registry::{AppKey, ObserverRegistry};
+use crate::resolve::Resolver;
+use crate::status::{OBSERVER_WATCH_FIELD_MANAGER, apply_status};
+
+/// Pause between attempts to start an observer whose objects' kinds cannot be resolved.
+const START_RETRY: Duration = Duration::from_secs(5);
+
+/// What an observer needs to know about its Application when it starts.
+#[derive(Debug, Clone)]
+pub struct ObserverSpec {
+    pub key: AppKey,
+    pub schema: Arc<ObserverSchema>,
+    /// The last applied manifest, to tell drift from a mere change of the observed view.
+    pub last_applied: Arc<Vec<Value>>,
+    /// The last observed manifest as stored in the status when the observer starts.
+    pub stored: Vec<Value>,
+    pub period: Duration,
+}
+
+/// What observers share: the API, the registry and the drift channel.
+#[derive(Debug, Clone)]
+pub struct ObserverContext {
+    pub resolver: Resolver,
+    pub registry: ObserverRegistry,
+    pub drift: broadcast::Sender<DriftEvent>,
+}
+
+/// Runs the observer of `spec` until `token` is cancelled.
+pub async fn run(context: ObserverContext, spec: ObserverSpec, token: CancellationToken) {
+    // Discovery may fail for a while (API server restarting): keep trying until stopped.
+    let mut observer = loop {
+        match Observer::new(context.clone(), spec.clone()).await {
+            Ok(observer) => break observer,
+            Err(error) => {
+                tracing::warn!(application = %spec.key, %error, "observer cannot start yet");
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    () = tokio::time::sleep(START_RETRY) => {}
+                }
+            }
+        }
+    };
+    let mut events = observer.watches();
+    let mut tick = tokio::time::interval(observer.spec.period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first tick is immediate; the watches' initial lists do that job.
+    tick.tick().await;
+    loop {
+        let outcome = tokio::select! {
+            biased;
+            () = token.cancelled() => return,
+            event = events.next() => match event {
+                Some((index, event)) => observer.on_event(index, event).await,
+                None => return,
+            },
+            _ = tick.tick() => observer.full_check().await,
+        };
+        if let Err(error) = outcome {
+            tracing::warn!(application = %observer.spec.key, %error, "observer check failed; retrying at the next event or period");
+        }
+    }
+}
+
+type WatchEvent = (
+    usize,
+    Result<Event<kube::core::DynamicObject>, watcher::Error>,
+);
+
+struct Observer {
+    context: ObserverContext,
+    spec: ObserverSpec,
+    apps: Api<Application>,
+    objects: Vec<Api<kube::core::DynamicObject>>,
+    /// The live object of each schema resource, `None` when absent.
+    live: Vec<Option<Value>>,
+    /// Objects listed since the last `Init` of each watch, until its `InitDone`.
+    relisting: Vec<Option<Value>>,
+    /// Whether each watch has delivered its initial list.
+    listed: Vec<bool>,
+}
+
+impl Observer {
+    async fn new(context: ObserverContext, spec: ObserverSpec) -> Result<Self, Error> {
+        let mut objects = Vec::with_capacity(spec.schema.resources.len());
+        for resource in &spec.schema.resources {
+            objects.push(context.resolver.api_for(&resource.id).await?);
+        }
+        let count = objects.len();
+        Ok(Self {
+            apps: Api::namespaced(context.resolver.client(), &spec.key.namespace),
+            context,
+            spec,
+            objects,
+            live: vec![None; count],
+            relisting: vec![None; count],
+            listed: vec![false; count],
+        })
+    }
+
+    fn watches(&self) -> BoxStream<'static, WatchEvent> {
+        let streams = self
+            .spec
+            .schema
+            .resources
+            .iter()
+            .zip(&self.objects)
+            .enumerate()
+            .map(|(index, (resource, api))| {
+                let config = watcher::Config::default()
+                    .fields(&format!("metadata.name={}", resource.id.name));
+                watcher::watcher(api.clone(), config)
+                    .default_backoff()
+                    .map(move |event| (index, event))
+                    .boxed()
+            });
+        stream::select_all(streams).boxed()
+    }
+
+    async fn on_event(
+        &mut self,
+        index: usize,
+        event: Result<Event<kube::core::DynamicObject>, watcher::Error>,
+    ) -> Result<(), Error> {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                tracing::debug!(application = %self.spec.key, %error, "watch error; the watch restarts");
+                return Ok(());
+            }
+        };
+        match event {
+            Event::Apply(object) => self.live[index] = Some(self.complete(index, &object)?),
+            Event::Delete(_) => self.live[index] = None,
+            Event::Init => self.relisting[index] = None,
+            Event::InitApply(object) => {
+                self.relisting[index] = Some(self.complete(index, &object)?);
+            }
+            Event::InitDone => {
+                self.live[index] = self.relisting[index].take();
+                self.listed[index] = true;
+            }
+        }
+        if self.listed.iter().all(|listed| *listed) {
+            self.check().await
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Re-reads every object and the stored status, then checks.
+    async fn full_check(&mut self) -> Result<(), Error> {
+        for (index, resource) in self.spec.schema.resources.iter().enumerate() {
+            let object = self.objects[index]
+                .get_opt(&resource.id.name)
+                .await
+                .map_err(|source| Error::Read {
+                    object: resource.id.clone(),
+                    source: Box::new(source),
+                })?;
+            self.live[index] = object
+                .map(|object| self.complete(index, &object))
+                .transpose()?;
+            self.listed[index] = true;
+        }
+        let application = self
+            .apps
+            .get_status(&self.spec.key.name)
+            .await
+            .map_err(|source| Error::Application {
+                application: self.spec.key.to_string(),
+                source: Box::new(source),
+            })?;
+        self.spec.stored = application
+            .status
+            .map(|status| status.last_observed_manifest)
+            .unwrap_or_default();
+        self.check().await
+    }
+
+    /// Compares the live objects with the stored status; writes the status when they differ.
+    async fn check(&mut self) -> Result<(), Error> {
+        self.context.registry.checked(&self.spec.key);
+        let live: Vec<Value> = self.live.iter().flatten().cloned().collect();
+        let Observation::Changed(observed) = observe(&self.spec.schema, &self.spec.stored, &live)
+        else {
+            return Ok(());
+        };
+        apply_status(
+            &self.apps,
+            &self.spec.key.name,
+            OBSERVER_WATCH_FIELD_MANAGER,
+            json!({ "lastObservedManifest": observed }),
+        )
+        .await?;
+        let delta = ResourceDelta::between(&self.spec.schema, &self.spec.last_applied, &observed);
+        self.spec.stored = observed;
+        if !delta.is_empty() {
+            self.context.registry.drifted(&self.spec.key);
+            self.publish(&delta);
+        }
+        Ok(())
+    }
+
+    fn publish(&self, delta: &ResourceDelta) {
+        let application = application_ref(&self.spec.key);
+        let modified = delta.modified.iter().map(|modified| {
+            let observed = self
+                .live
+                .iter()
+                .flatten()
+                .find(|live| ResourceId::of(live).is_ok_and(|id| id == modified.id))
+                .map(Value::to_string)
+                .unwrap_or_default();
+            let fields = modified
+                .differences
+                .iter()
+                .map(|difference| convert::field_name(&difference.path))
+                .collect();
+            convert::drift_event(
+                resource_ref(&modified.id),
+                DriftKind::Modified,
+                fields,
+                observed,
+            )
+        });
+        let deleted = delta.new.iter().map(|id| {
+            convert::drift_event(
+                resource_ref(id),
+                DriftKind::Deleted,
+                Vec::new(),
+                String::new(),
+            )
+        });
+        for mut event in modified.chain(deleted) {
+            event.application = Some(application.clone());
+            // Nobody listening is fine: WatchDrift streams are optional.
+            let _ = self.context.drift.send(event);
+        }
+    }
+
+    /// The live object as JSON, with the identity fields a watch may leave out.
+    fn complete(&self, index: usize, object: &kube::core::DynamicObject) -> Result<Value, Error> {
+        let id = &self.spec.schema.resources[index].id;
+        let mut value = serde_json::to_value(object).map_err(|source| Error::Encode {
+            what: id.to_string(),
+            source,
+        })?;
+        if let Value::Object(fields) = &mut value {
+            fields.insert("apiVersion".into(), id.api_version.clone().into());
+            fields.insert("kind".into(), id.kind.clone().into());
+        }
+        Ok(value)
+    }
+}

@@ -1,0 +1,206 @@
+//! The observer lifecycle table of seeds/004, seen from the controller's log and through
+//! `ObserverService` over a real gRPC connection:
+//!
+//! | action | observer stopped before | observer started after |
+//! |---|---|---|
+//! | create | no | yes |
+//! | update | yes | yes |
+//! | delete | yes | no |
+
+mod support;
+
+use arbor_observer::{AppKey, LifecycleEvent};
+use arbor_policy::observe::{ApplicationAction, observer_lifecycle};
+use arbor_proto::v1::observer_service_client::ObserverServiceClient;
+use arbor_proto::v1::{ApplicationSummary, GetObservationRequest, ListApplicationsRequest};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+use support::{Cluster, NAMESPACE, eventually, nginx_manifest, nginx_schema};
+use tonic::transport::Channel;
+
+/// The log entries of one action, from its start to the observer's start after it (or the
+/// action's end when none follows), and what preceded the action.
+fn around(
+    log: &[LifecycleEvent],
+    action: ApplicationAction,
+) -> (Option<LifecycleEvent>, Vec<LifecycleEvent>) {
+    let start = log
+        .iter()
+        .rposition(|event| *event == LifecycleEvent::ActionStarted(action))
+        .expect("the action was logged");
+    (
+        start.checked_sub(1).map(|before| log[before]),
+        log[start..].to_vec(),
+    )
+}
+
+/// Checks the log against the policy's lifecycle table row for `action`.
+fn assert_row(log: &[LifecycleEvent], action: ApplicationAction) {
+    let row = observer_lifecycle(action);
+    let (before, from_action) = around(log, action);
+    assert_eq!(
+        before == Some(LifecycleEvent::ObserverStopped),
+        row.stopped_before,
+        "{action:?}: stopped before? log {log:?}"
+    );
+    let mut expected = vec![
+        LifecycleEvent::ActionStarted(action),
+        LifecycleEvent::ActionDone(action),
+    ];
+    if row.started_after {
+        expected.push(LifecycleEvent::ObserverStarted);
+    }
+    assert_eq!(from_action, expected, "{action:?}: log {log:?}");
+}
+
+async fn summary(
+    grpc: &mut ObserverServiceClient<Channel>,
+    name: &str,
+) -> anyhow::Result<Option<ApplicationSummary>> {
+    let response = grpc
+        .list_applications(ListApplicationsRequest {
+            namespace: NAMESPACE.into(),
+        })
+        .await?
+        .into_inner();
+    Ok(response
+        .applications
+        .into_iter()
+        .find(|app| app.name == name))
+}
+
+#[tokio::test]
+async fn observer_is_started_after_create_and_update_and_stopped_before_update_and_delete()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let observer = cluster.observer(&[]).await?;
+    let mut grpc = ObserverServiceClient::connect(format!("http://{}", observer.grpc_addr)).await?;
+    let key = AppKey::new(NAMESPACE, "web");
+    let applications = cluster.applications();
+
+    // Create, held by a second finalizer so that the deleted Application stays visible.
+    cluster
+        .create_application(
+            "web",
+            json!({"manifest": nginx_manifest("web"), "observerSchema": nginx_schema("web")}),
+        )
+        .await?;
+    applications
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["test.arbor.dev/hold"]}})),
+        )
+        .await?;
+    cluster.wait_for_state("web", "Running").await?;
+    let after_create = eventually("the observer to run after create", || async {
+        Ok(summary(&mut grpc.clone(), "web")
+            .await?
+            .filter(|app| app.observer_running))
+    })
+    .await?;
+    assert_eq!(after_create.state, "Running");
+    assert_eq!(after_create.objects, 2);
+    let metrics = observer.registry.metrics().clone();
+    assert_eq!(metrics.observers_running.get(), 1);
+    assert_row(
+        &observer.registry.stats(&key).log,
+        ApplicationAction::Create,
+    );
+    let events: kube::Api<Event> = kube::Api::namespaced(cluster.client.clone(), NAMESPACE);
+    eventually("an Event about the creation", || async {
+        let list = events.list(&Default::default()).await?;
+        Ok(list
+            .items
+            .into_iter()
+            .find(|event| {
+                event.reason.as_deref() == Some("Created")
+                    && event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("web")
+            })
+            .map(|_| ()))
+    })
+    .await?;
+
+    let observation = grpc
+        .get_observation(GetObservationRequest {
+            namespace: NAMESPACE.into(),
+            name: "web".into(),
+        })
+        .await?
+        .into_inner();
+    assert!(observation.differences.is_empty());
+    let schema: serde_json::Value = serde_json::from_str(&observation.observer_schema_json)?;
+    assert_eq!(schema.as_array().map(Vec::len), Some(2));
+
+    // Update: a new image in the spec.
+    let mut manifest = nginx_manifest("web");
+    manifest[0]["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:1.26");
+    applications
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"manifest": manifest}})),
+        )
+        .await?;
+    cluster.wait_for_state("web", "Running").await?;
+    eventually("the update to be logged", || async {
+        let log = observer.registry.stats(&key).log;
+        Ok(log
+            .ends_with(&[
+                LifecycleEvent::ActionDone(ApplicationAction::Update),
+                LifecycleEvent::ObserverStarted,
+            ])
+            .then_some(()))
+    })
+    .await?;
+    assert_row(
+        &observer.registry.stats(&key).log,
+        ApplicationAction::Update,
+    );
+    assert!(summary(&mut grpc, "web").await?.unwrap().observer_running);
+
+    // Delete.
+    applications.delete("web", &Default::default()).await?;
+    eventually("the deletion to be logged", || async {
+        let log = observer.registry.stats(&key).log;
+        Ok(
+            (log.last() == Some(&LifecycleEvent::ActionDone(ApplicationAction::Delete)))
+                .then_some(()),
+        )
+    })
+    .await?;
+    assert_row(
+        &observer.registry.stats(&key).log,
+        ApplicationAction::Delete,
+    );
+    let deleted = eventually("the deleting Application without observer", || async {
+        Ok(summary(&mut grpc.clone(), "web")
+            .await?
+            .filter(|app| app.state == "Deleting" && !app.observer_running))
+    })
+    .await?;
+    assert_eq!(deleted.objects, 2);
+    assert_eq!(metrics.observers_running.get(), 0);
+    assert!(cluster.deployments().get_opt("web").await?.is_none());
+    assert!(cluster.services().get_opt("web").await?.is_none());
+
+    // Our finalizer is gone; the test's own is released.
+    let held = applications.get("web").await?;
+    assert_eq!(
+        held.metadata.finalizers,
+        Some(vec!["test.arbor.dev/hold".to_owned()])
+    );
+    applications
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await?;
+    eventually("the Application to be gone", || async {
+        Ok(applications.get_opt("web").await?.is_none().then_some(()))
+    })
+    .await?;
+    cluster.finish(observer).await
+}

@@ -1,0 +1,225 @@
+//! Shared set-up of the observer's integration tests: an in-process arbor-kube-emu with
+//! Arbor's CRDs, and the observer controller running against it.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use arbor_api::Application;
+use arbor_kube_emu::KubeEmu;
+use arbor_observer::{Config, ObserverArgs, Running};
+use arbor_runtime::Component;
+use clap::Parser;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+
+/// Bound on every wait in these tests.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Polls `probe` until it returns `Some`, for at most [`PATIENCE`].
+pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<Option<T>>>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(value) = probe().await? {
+            return Ok(value);
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// An emulated cluster with Arbor's CRDs and a namespace `team`.
+pub struct Cluster {
+    pub emu: KubeEmu,
+    pub client: kube::Client,
+}
+
+pub const NAMESPACE: &str = "team";
+
+impl Cluster {
+    pub async fn start() -> anyhow::Result<Self> {
+        if let Ok(filter) = std::env::var("ARBOR_TEST_LOG") {
+            // Several tests in one binary: only the first installs the subscriber.
+            let _ =
+                arbor_runtime::telemetry::init(&filter, arbor_runtime::telemetry::LogFormat::Text);
+        }
+        let emu = KubeEmu::start().await?;
+        let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in arbor_api::crds::all() {
+            crds.create(&PostParams::default(), &crd).await?;
+        }
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
+        namespaces
+            .create(&PostParams::default(), &namespace)
+            .await?;
+        Ok(Self { emu, client })
+    }
+
+    /// Starts the observer with `extra` flags; admin and gRPC on free loopback ports.
+    pub async fn observer(&self, extra: &[&str]) -> anyhow::Result<Running> {
+        let mut argv = vec![
+            "arbor-observer",
+            "--admin-addr",
+            "127.0.0.1:0",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--leader-election",
+            "false",
+            "--shutdown-grace",
+            "5s",
+        ];
+        argv.extend_from_slice(extra);
+        let args = ObserverArgs::try_parse_from(argv)?;
+        let config = Config::from(&args);
+        let component = Component::with_client("observer", args.common, self.client.clone())?;
+        Ok(arbor_observer::start(component, config).await?)
+    }
+
+    /// Stops `observer`, then the emulator.
+    pub async fn finish(self, observer: Running) -> anyhow::Result<()> {
+        observer.stop().await?;
+        self.emu.shutdown().await;
+        Ok(())
+    }
+
+    pub fn applications(&self) -> Api<Application> {
+        Api::namespaced(self.client.clone(), NAMESPACE)
+    }
+
+    pub fn objects(&self, api_version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let resource = ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: api_version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        Api::namespaced_with(self.client.clone(), NAMESPACE, &resource)
+    }
+
+    pub fn deployments(&self) -> Api<DynamicObject> {
+        self.objects("apps/v1", "Deployment", "deployments")
+    }
+
+    pub fn services(&self) -> Api<DynamicObject> {
+        self.objects("v1", "Service", "services")
+    }
+
+    pub fn config_maps(&self) -> Api<DynamicObject> {
+        self.objects("v1", "ConfigMap", "configmaps")
+    }
+
+    /// Creates the Application `name` with `spec`.
+    pub async fn create_application(&self, name: &str, spec: Value) -> anyhow::Result<()> {
+        let application: Application = serde_json::from_value(json!({
+            "apiVersion": "arbor.dev/v1alpha1", "kind": "Application",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": spec,
+        }))?;
+        self.applications()
+            .create(&PostParams::default(), &application)
+            .await
+            .with_context(|| format!("creating Application {name}"))?;
+        Ok(())
+    }
+
+    /// Waits until Application `name` is in `state` for its current generation.
+    pub async fn wait_for_state(&self, name: &str, state: &str) -> anyhow::Result<Application> {
+        let applications = self.applications();
+        let last = std::sync::Mutex::new(None);
+        let outcome = eventually(&format!("Application {name} to be {state}"), || async {
+            let application = applications.get(name).await?;
+            *last.lock().unwrap() = application.status.clone();
+            let status = application.status.clone().unwrap_or_default();
+            let current = format!("{:?}", status.state);
+            let generation_done =
+                state != "Running" || status.observed_generation == application.metadata.generation;
+            Ok((current == state && generation_done).then_some(application))
+        })
+        .await;
+        outcome.with_context(|| format!("last status: {:?}", last.lock().unwrap()))
+    }
+
+    /// Changes an object as `kubectl edit` would: a merge patch by another field manager.
+    pub async fn edit(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        patch: Value,
+    ) -> anyhow::Result<()> {
+        let params = PatchParams {
+            field_manager: Some("kubectl-edit".into()),
+            ..PatchParams::default()
+        };
+        api.patch(name, &params, &Patch::Merge(&patch)).await?;
+        Ok(())
+    }
+}
+
+/// The value at a JSON pointer of an object, as JSON.
+pub fn at(object: &DynamicObject, pointer: &str) -> Value {
+    serde_json::to_value(object)
+        .ok()
+        .and_then(|value| value.pointer(pointer).cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// The nginx application of seeds/004: a Deployment and a Service.
+pub fn nginx_manifest(name: &str) -> Value {
+    json!([
+        {
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "labels": {"app": name}},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [
+                        {"name": "nginx", "image": "nginx:1.25", "args": ["--port=80"]}
+                    ]}
+                }
+            }
+        },
+        {
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "labels": {"app": name}},
+            "spec": {"selector": {"app": name}, "ports": [{"port": 80}]}
+        }
+    ])
+}
+
+/// A custom schema for [`nginx_manifest`]: the Deployment's image and args (one to three
+/// arguments) and the Service's labels; not the replicas.
+pub fn nginx_schema(name: &str) -> Value {
+    json!([
+        {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"template": {"spec": {"containers": [
+                {"image": null, "args": [null,
+                    {"observer_schema_list_min_length": 1, "observer_schema_list_max_length": 3}]},
+                {"observer_schema_list_min_length": 1, "observer_schema_list_max_length": 1}
+            ]}}}
+        },
+        {
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "labels": {"app": null}}
+        }
+    ])
+}
