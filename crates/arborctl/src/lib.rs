@@ -1,0 +1,106 @@
+//! `arborctl`, the Arbor operator's command-line tool and reference gRPC client.
+//!
+//! Offline commands work on a repository checked out on disk: `vet` reports every error of a
+//! source at once, `hydrate` writes the exact objects it would apply. Remote commands ask the
+//! running controllers over gRPC: `status` and `sync` (arbor-gitsync), `tree` (arbor-hierarchy),
+//! `explain` (both), `drift` (arbor-observer). Their connection flags, environment variables
+//! and default loopback addresses are documented in [`connect`]; `-o json|yaml` prints the
+//! answer for scripts.
+//!
+//! The same program is installed as `kubectl-arbor`, so with it on the `PATH` kubectl runs it as
+//! a plugin: `kubectl arbor status`, `kubectl arbor tree team-a`,
+//! `kubectl arbor explain ConfigMap/team-a/settings`.
+//!
+//! Each subcommand lives in its own module with its `Args` and a `run` function; this file only
+//! dispatches.
+
+mod completions;
+pub mod connect;
+mod crds;
+mod demo;
+mod drift;
+mod explain;
+mod hydrate;
+pub mod output;
+mod source;
+mod status;
+mod sync;
+mod tree;
+mod vet;
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+/// Arbor: keep clusters in the state that git and a namespace tree declare.
+#[derive(Debug, Parser)]
+#[command(name = "arborctl", version, about)]
+pub struct Cli {
+    /// On errors, print the whole chain of causes.
+    #[arg(short, long, global = true)]
+    verbose: bool,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate a repository and print every error (file, object, code, message).
+    Vet(vet::VetArgs),
+    /// Write the exact objects a repository would apply, one file per object.
+    Hydrate(hydrate::HydrateArgs),
+    /// Print a shell completion script.
+    Completions(completions::CompletionsArgs),
+    /// Write the CustomResourceDefinitions of every Arbor kind as YAML.
+    Crds(crds::CrdsArgs),
+    /// Show every source arbor-gitsync watches: commit, counters, conditions, errors.
+    Status(status::StatusArgs),
+    /// Draw the namespace tree (roots, sub-namespaces, templates and their instances).
+    Tree(tree::TreeArgs),
+    /// Explain why Arbor creates, updates, deletes or leaves alone one object.
+    Explain(explain::ExplainArgs),
+    /// Stream drift as arbor-observer sees it, until Ctrl-C or --timeout.
+    Drift(drift::DriftArgs),
+    /// Fetch and sync a source now, and print the commit it synced.
+    Sync(sync::SyncArgs),
+    /// Run Arbor locally: an emulated API server, the four controllers and example repos.
+    Demo(demo::DemoArgs),
+}
+
+/// Parses the command line, runs the command and reports a failure on stderr. `bin_name` is
+/// how usage lines name the program: `arborctl`, or `kubectl arbor` for the plugin.
+pub fn main(bin_name: &'static str) -> ExitCode {
+    let matches = Cli::command().bin_name(bin_name).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            connect::report(&error, cli.verbose);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Vet(args) => vet::run(&args),
+        Command::Hydrate(args) => hydrate::run(&args),
+        Command::Completions(args) => completions::run(&args),
+        Command::Crds(args) => crds::run(&args),
+        Command::Status(args) => remote(status::run(&args)),
+        Command::Tree(args) => remote(tree::run(&args)),
+        Command::Explain(args) => remote(explain::run(&args)),
+        Command::Drift(args) => remote(drift::run(&args)),
+        Command::Sync(args) => remote(sync::run(&args)),
+        Command::Demo(args) => demo::run(&args),
+    }
+}
+
+/// Remote commands run on a single-threaded runtime: one request (or stream) at a time.
+fn remote(command: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(command)
+}

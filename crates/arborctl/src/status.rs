@@ -1,0 +1,193 @@
+//! `arborctl status [SOURCE]`: what arbor-gitsync knows about every source it watches.
+//!
+//! One table row per source (commit and the discovered/applied/ignored/in-sync counters), then
+//! a block per source: repository and revision, conditions, errors with their codes and the
+//! files whose objects were not applied. `-o json|yaml` prints the full status of every source.
+
+use std::fmt::Write as _;
+
+use arbor_api::SourceRef;
+use arbor_proto::v1::sync_service_client::SyncServiceClient;
+use arbor_proto::v1::{self, GetStatusRequest, SourceError, SourceKind, SourceStatus};
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::connect::{ConnectionArgs, Service};
+use crate::output::{
+    Format, OutputArgs, Table, condition_line, conditions_json, optional_source_name,
+    print_structured, source_json, timestamp, timestamp_json,
+};
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Only this source: GitTrack/<namespace>/<name> or ClusterGitTrack/<name>.
+    pub source: Option<SourceRef>,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+}
+
+pub async fn run(args: &StatusArgs) -> anyhow::Result<()> {
+    let remote = args.connection.connect(Service::Sync).await?;
+    let request = GetStatusRequest {
+        source: args.source.as_ref().map(proto_source),
+    };
+    let response = SyncServiceClient::new(remote.channel())
+        .get_status(request)
+        .await
+        .map_err(|status| remote.call_failed("GetStatus", status))?
+        .into_inner();
+    match args.output.format {
+        Format::Table => print!("{}", render_table(&response.sources)),
+        format => {
+            let sources = response.sources.iter().map(source_status_json).collect();
+            print_structured(format, &json!({ "sources": Value::Array(sources) }))?;
+        }
+    }
+    Ok(())
+}
+
+/// The proto form of a source reference.
+pub fn proto_source(source: &SourceRef) -> v1::SourceRef {
+    match source {
+        SourceRef::GitTrack { namespace, name } => v1::SourceRef {
+            kind: SourceKind::GitTrack.into(),
+            namespace: namespace.clone(),
+            name: name.clone(),
+        },
+        SourceRef::ClusterGitTrack { name } => v1::SourceRef {
+            kind: SourceKind::ClusterGitTrack.into(),
+            namespace: String::new(),
+            name: name.clone(),
+        },
+    }
+}
+
+/// The summary table, then one detail block per source that has conditions, errors or
+/// ignored files.
+pub fn render_table(sources: &[SourceStatus]) -> String {
+    if sources.is_empty() {
+        return "No sources.\n".to_owned();
+    }
+    let mut table = Table::new(&[
+        "SOURCE",
+        "COMMIT",
+        "DISCOVERED",
+        "APPLIED",
+        "IGNORED",
+        "IN-SYNC",
+        "ERRORS",
+        "LAST SYNC",
+    ]);
+    for status in sources {
+        let counters = status.counters.unwrap_or_default();
+        table.row(vec![
+            optional_source_name(status.source.as_ref()),
+            short_commit(&status.observed_commit),
+            counters.discovered.to_string(),
+            counters.applied.to_string(),
+            counters.ignored.to_string(),
+            counters.in_sync.to_string(),
+            status.errors.len().to_string(),
+            timestamp(status.last_sync_time.as_ref()),
+        ]);
+    }
+    let mut out = table.render();
+    for status in sources {
+        out.push_str(&render_details(status));
+    }
+    out
+}
+
+fn render_details(status: &SourceStatus) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "\n{}", optional_source_name(status.source.as_ref()));
+    let _ = writeln!(
+        out,
+        "  repository: {} ({})",
+        status.repository, status.reference
+    );
+    let _ = writeln!(out, "  commit: {}", or_dash(&status.observed_commit));
+    if status.suspended {
+        out.push_str("  suspended: syncing is paused\n");
+    }
+    if !status.conditions.is_empty() {
+        out.push_str("  conditions:\n");
+        for condition in &status.conditions {
+            let _ = writeln!(out, "    {}", condition_line(condition));
+        }
+    }
+    if !status.errors.is_empty() {
+        out.push_str("  errors:\n");
+        for error in &status.errors {
+            let _ = writeln!(out, "    {}", error_line(error));
+        }
+    }
+    if !status.ignored_files.is_empty() {
+        out.push_str("  ignored files:\n");
+        let mut files: Vec<_> = status.ignored_files.iter().collect();
+        files.sort();
+        for (file, reason) in files {
+            let _ = writeln!(out, "    {file}: {reason}");
+        }
+    }
+    out
+}
+
+/// `CODE file object: message`, leaving out the location parts that are not known.
+pub fn error_line(error: &SourceError) -> String {
+    let mut line = error.code.clone();
+    for part in [&error.file, &error.object] {
+        if !part.is_empty() {
+            line.push(' ');
+            line.push_str(part);
+        }
+    }
+    format!("{line}: {}", error.message)
+}
+
+fn short_commit(commit: &str) -> String {
+    if commit.is_empty() {
+        "-".to_owned()
+    } else {
+        commit.chars().take(12).collect()
+    }
+}
+
+fn or_dash(text: &str) -> &str {
+    if text.is_empty() { "-" } else { text }
+}
+
+pub fn source_status_json(status: &SourceStatus) -> Value {
+    let counters = status.counters.unwrap_or_default();
+    let mut ignored: Vec<_> = status.ignored_files.iter().collect();
+    ignored.sort();
+    json!({
+        "source": source_json(status.source.as_ref()),
+        "repository": status.repository,
+        "reference": status.reference,
+        "observedCommit": status.observed_commit,
+        "lastSyncTime": timestamp_json(status.last_sync_time.as_ref()),
+        "counters": {
+            "discovered": counters.discovered,
+            "applied": counters.applied,
+            "ignored": counters.ignored,
+            "inSync": counters.in_sync,
+        },
+        "ignoredFiles": ignored
+            .into_iter()
+            .map(|(file, reason)| (file.clone(), Value::String(reason.clone())))
+            .collect::<serde_json::Map<_, _>>(),
+        "errors": status.errors.iter().map(|error| json!({
+            "code": error.code,
+            "file": error.file,
+            "object": error.object,
+            "message": error.message,
+        })).collect::<Vec<_>>(),
+        "conditions": conditions_json(&status.conditions),
+        "suspended": status.suspended,
+    })
+}
