@@ -63,6 +63,12 @@ pub mod reasons {
     pub const CYCLE_DETECTED: &str = "CycleDetected";
     /// Application: the observer saw the cluster differ from the last applied manifest.
     pub const DRIFT_DETECTED: &str = "DriftDetected";
+    /// Application, Stalled: the observer schema is refused (the message names each path).
+    pub const INVALID_OBSERVER_SCHEMA: &str = "InvalidObserverSchema";
+    /// Ready false: the resource is being deleted and its objects with it.
+    pub const DELETING: &str = "Deleting";
+    /// SubNamespace, Ready: its namespace exists as a child of the SubNamespace's namespace.
+    pub const NAMESPACE_IN_PLACE: &str = "NamespaceInPlace";
 }
 
 /// The three values of a condition's status.

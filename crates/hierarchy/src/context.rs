@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
+use arbor_api::condition::reasons;
 use arbor_policy::propagation::{CycleReport, PropagationRules};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -14,9 +15,6 @@ use crate::index::Index;
 use crate::metrics::Metrics;
 use crate::watch::{Triggers, send_triggers};
 use crate::writer::Writer;
-
-/// Event reason on each namespace of a cycle of upstream links.
-pub const REASON_CYCLE_DETECTED: &str = arbor_api::condition::reasons::CYCLE_DETECTED;
 
 /// Shared by every reconcile.
 pub struct Context {
@@ -124,12 +122,12 @@ impl Context {
             path.join(" -> ")
         );
         tracing::warn!(cycle = %path.join(" -> "), "cycle detected; propagation halted");
-        self.metrics.error(REASON_CYCLE_DETECTED);
+        self.metrics.error(reasons::CYCLE_DETECTED);
         for member in cycle {
             self.publish(
                 &namespace_reference(member),
                 true,
-                REASON_CYCLE_DETECTED,
+                reasons::CYCLE_DETECTED,
                 "HaltPropagation",
                 note.clone(),
             )

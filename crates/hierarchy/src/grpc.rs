@@ -323,7 +323,7 @@ fn cycle_conditions(tree: &NamespaceTree, cycles: &CycleReport, name: &str) -> V
         .map(|cycle| pb::Condition {
             r#type: arbor_api::condition::types::STALLED.into(),
             status: "True".into(),
-            reason: crate::context::REASON_CYCLE_DETECTED.into(),
+            reason: arbor_api::condition::reasons::CYCLE_DETECTED.into(),
             message: format!(
                 "propagation halted by the namespace cycle {}",
                 cycle.join(" -> ")

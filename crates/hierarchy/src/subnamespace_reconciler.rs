@@ -4,13 +4,14 @@
 //! rule of seeds/001 always holds: deleting a SubNamespace deletes the namespace of its name
 //! only when that namespace's parent key names the SubNamespace's namespace. arbor-policy
 //! decides ([`reconcile_sub_namespace`], [`finalize_sub_namespace`]); the status reports the
-//! outcome with kstatus conditions: `Ready` when the namespace is in place, `Stalled` with
-//! reason `Conflict` when a namespace of that name exists and is not its child.
+//! outcome with kstatus conditions: `Ready` when the namespace is in place; `Stalled` and
+//! `Conflict`, with reason `NamespaceConflict`, when a namespace of that name exists and is not
+//! its child.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arbor_api::condition::{ConditionStatus, ConditionUpdate, set_condition, types};
+use arbor_api::condition::{ConditionStatus, ConditionUpdate, reasons, set_condition, types};
 use arbor_api::keys::{HIERARCHY_FIELD_MANAGER, HIERARCHY_FINALIZER};
 use arbor_api::{SubNamespace as SubNamespaceResource, SubNamespaceStatus};
 use arbor_policy::propagation::{
@@ -27,11 +28,6 @@ use serde_json::json;
 
 use crate::context::Context;
 use crate::writer::WriteError;
-
-/// Reason of `Stalled` (and of `Ready=False`) when the name is taken by another namespace.
-pub const REASON_CONFLICT: &str = "Conflict";
-/// Reason of `Ready=True`.
-pub const REASON_IN_PLACE: &str = "NamespaceInPlace";
 
 /// What failed inside the finalizer's apply or clean-up.
 #[derive(Debug, thiserror::Error)]
@@ -75,21 +71,6 @@ pub async fn reconcile(
     let namespace = sub_namespace.namespace().unwrap_or_default();
     let api: Api<SubNamespaceResource> =
         Api::namespaced(context.writer.client().clone(), &namespace);
-    let needs_finalizer = sub_namespace.metadata.deletion_timestamp.is_none()
-        && !sub_namespace
-            .finalizers()
-            .iter()
-            .any(|f| f == HIERARCHY_FINALIZER);
-    if needs_finalizer {
-        // Added by server-side apply (finalizers are a set there), and the reconcile goes on
-        // when the change comes back. `finalizer` would add it with a JSON patch whose `test`
-        // of a missing list relies on a leniency of kube-apiserver's JSON patch.
-        let result = add_finalizer(&api, &sub_namespace).await;
-        context
-            .metrics
-            .observe("subnamespace", started.elapsed().as_secs_f64());
-        return result.map(|()| Action::await_change());
-    }
     let result = finalizer(&api, HIERARCHY_FINALIZER, sub_namespace, |event| async {
         match event {
             finalizer::Event::Apply(sub) => apply(&sub, &context).await,
@@ -121,25 +102,6 @@ pub fn error_policy(
     tracing::warn!(%error, "SubNamespace reconcile failed");
     context.metrics.error("SubNamespaceFailed");
     Action::requeue(Duration::from_secs(5))
-}
-
-async fn add_finalizer(
-    api: &Api<SubNamespaceResource>,
-    sub: &SubNamespaceResource,
-) -> Result<(), SubNamespaceError> {
-    let patch = json!({
-        "apiVersion": SubNamespaceResource::api_version(&()),
-        "kind": SubNamespaceResource::kind(&()),
-        "metadata": {"name": sub.name_any(), "finalizers": [HIERARCHY_FINALIZER]},
-    });
-    api.patch(
-        &sub.name_any(),
-        &PatchParams::apply(HIERARCHY_FIELD_MANAGER),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(|e| SubNamespaceError(Box::new(finalizer::Error::AddFinalizer(e))))?;
-    Ok(())
 }
 
 fn policy_view(sub: &SubNamespaceResource) -> Result<SubNamespace, SubNamespaceFailure> {
@@ -215,7 +177,7 @@ async fn apply(
                 .publish(
                     &sub.object_ref(&()),
                     true,
-                    REASON_CONFLICT,
+                    reasons::NAMESPACE_CONFLICT,
                     "CreateNamespace",
                     message.clone(),
                 )
@@ -224,14 +186,21 @@ async fn apply(
                 ConditionUpdate::new(
                     types::READY,
                     ConditionStatus::False,
-                    REASON_CONFLICT,
+                    reasons::NAMESPACE_CONFLICT,
                     message.clone(),
                 )
                 .observed(generation),
                 ConditionUpdate::new(
                     types::STALLED,
                     ConditionStatus::True,
-                    REASON_CONFLICT,
+                    reasons::NAMESPACE_CONFLICT,
+                    message.clone(),
+                )
+                .observed(generation),
+                ConditionUpdate::new(
+                    types::CONFLICT,
+                    ConditionStatus::True,
+                    reasons::NAMESPACE_CONFLICT,
                     message,
                 )
                 .observed(generation),
@@ -248,14 +217,21 @@ fn in_place(view: &SubNamespace, generation: Option<i64>) -> Vec<ConditionUpdate
         ConditionUpdate::new(
             types::READY,
             ConditionStatus::True,
-            REASON_IN_PLACE,
+            reasons::NAMESPACE_IN_PLACE,
             message.clone(),
         )
         .observed(generation),
         ConditionUpdate::new(
             types::STALLED,
             ConditionStatus::False,
-            REASON_IN_PLACE,
+            reasons::NAMESPACE_IN_PLACE,
+            message.clone(),
+        )
+        .observed(generation),
+        ConditionUpdate::new(
+            types::CONFLICT,
+            ConditionStatus::False,
+            reasons::NAMESPACE_IN_PLACE,
             message,
         )
         .observed(generation),

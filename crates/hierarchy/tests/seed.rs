@@ -4,7 +4,7 @@
 mod common;
 
 use anyhow::{Result, ensure};
-use arbor_api::condition::{ConditionStatus, condition_status, find_condition, types};
+use arbor_api::condition::{ConditionStatus, condition_status, find_condition, reasons, types};
 use common::{Cluster, wait_for};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
@@ -126,12 +126,15 @@ async fn subnamespace_deleting_keeps_namespace_that_is_not_its_child(domain: &st
     cluster.create_sub_namespace("root", "taken", &[]).await?;
     let subs = cluster.sub_namespaces("root");
     wait_for(
-        "SubNamespace root/taken Stalled with reason Conflict",
+        "SubNamespace root/taken Stalled and Conflict with reason NamespaceConflict",
         || async {
             let sub = subs.get("taken").await?;
             let conditions = sub.status.map(|s| s.conditions).unwrap_or_default();
-            Ok(find_condition(&conditions, types::STALLED)
-                .is_some_and(|c| c.status == "True" && c.reason == "Conflict"))
+            let conflicting = |type_| {
+                find_condition(&conditions, type_)
+                    .is_some_and(|c| c.status == "True" && c.reason == reasons::NAMESPACE_CONFLICT)
+            };
+            Ok(conflicting(types::STALLED) && conflicting(types::CONFLICT))
         },
     )
     .await?;

@@ -43,7 +43,7 @@ use crate::error::Error;
 use crate::manifest;
 use crate::observer::{self, ObserverContext, ObserverSpec};
 use crate::registry::{AppKey, LifecycleEvent};
-use crate::status::{INVALID_OBSERVER_SCHEMA, Verdict, apply_status, to_json};
+use crate::status::{Verdict, apply_status, to_json};
 
 /// How long a failed reconcile waits before it is retried.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
@@ -76,10 +76,6 @@ pub async fn reconcile(
         })?;
     let api: Api<Application> = Api::namespaced(context.observers.resolver.client(), &namespace);
     let key = AppKey::new(&namespace, &name);
-    if crate::finalizer::missing(&application) {
-        crate::finalizer::add(&api, &application).await?;
-        return Ok(Action::await_change());
-    }
     finalizer(&api, OBSERVER_FINALIZER, application, |event| async {
         let reconciler = Reconciler {
             context: &context,
@@ -181,7 +177,7 @@ impl Reconciler<'_> {
         })?;
         let schema = ObserverSchema::for_application(&manifest, &spec.observer_schema).map_err(
             |errors| Verdict::Failed {
-                reason: INVALID_OBSERVER_SCHEMA.into(),
+                reason: reasons::INVALID_OBSERVER_SCHEMA.into(),
                 message: errors.to_string(),
             },
         )?;

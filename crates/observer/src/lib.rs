@@ -30,7 +30,6 @@ pub mod controller;
 pub mod convert;
 pub mod drift;
 pub mod error;
-pub mod finalizer;
 pub mod manifest;
 pub mod metrics;
 pub mod observer;
@@ -251,8 +250,14 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
 
 /// Opens `ready` once the controller's cache of Applications has its initial list.
 ///
-/// kube's store readiness wakes only the waiter that polled last, and the controller waits on
-/// the same store; so the wait is polled again periodically instead of relying on a wake-up.
+/// The wait is re-polled on a short interval because a pending `Store::wait_until_ready` may
+/// never be woken when the store has another waiter. In kube-runtime 5.0.0 the store's
+/// readiness is a `DelayedInit` around one `futures::channel::oneshot::Receiver`, which holds
+/// a single waker: every pending poll replaces the waker of the previous one, and the writer's
+/// first `InitDone` wakes only the task that polled last. The controller's runner waits on this
+/// same store (`delay_tasks_until`) and is polled again on each watch event, so it usually is
+/// that last task. Once the store is ready the result is memoised, so the next poll here
+/// returns at once.
 async fn open_when_synced(store: kube::runtime::reflector::Store<Application>, ready: ReadyGate) {
     loop {
         match tokio::time::timeout(Duration::from_millis(50), store.wait_until_ready()).await {

@@ -45,11 +45,6 @@ pub async fn apply_status(
     })
 }
 
-/// Reason of the `Stalled` condition when the observer schema is refused.
-pub const INVALID_OBSERVER_SCHEMA: &str = "InvalidObserverSchema";
-/// Reason of `Ready` while the Application's objects are being deleted.
-pub const DELETING: &str = "Deleting";
-
 /// How the controller sees an Application after handling it; turned into state and kstatus
 /// conditions by [`Verdict::apply_to`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,7 +137,7 @@ impl Verdict {
                 set(ConditionUpdate::new(
                     types::READY,
                     false,
-                    DELETING,
+                    reasons::DELETING,
                     "the Application's objects are being deleted",
                 ));
             }
@@ -176,7 +171,7 @@ mod tests {
     fn failed_schema_is_stalled_and_not_ready() {
         let mut status = ApplicationStatus::default();
         let verdict = Verdict::Failed {
-            reason: INVALID_OBSERVER_SCHEMA.into(),
+            reason: reasons::INVALID_OBSERVER_SCHEMA.into(),
             message: "resource[0] ...".into(),
         };
         assert!(verdict.apply_to(&mut status, Some(2)));

@@ -105,6 +105,8 @@ impl ClusterTree {
             generation,
             cached: Arc::new(Mutex::new(None)),
         };
+        // A plain await is enough: this future is each store's only waiter. kube 5 wakes only
+        // the last-polled waiter of a store (see arbor-observer's `open_when_synced`).
         let synced = async move {
             namespaces
                 .wait_until_ready()
