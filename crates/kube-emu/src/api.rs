@@ -1,8 +1,9 @@
-//! The request pipeline: route → authenticate → (per resource) authorize → handle → respond.
+//! The request pipeline: route → authenticate → (per resource) authorize → injected faults →
+//! verb handler (writes call admission webhooks before storing) → account → respond.
 //!
 //! Every request becomes a [`RequestContext`] carrying the caller's identity before any handler
-//! runs, so later stages (admission webhooks, fault injection, request accounting) can be added
-//! as further steps between authorization and the verb handlers without touching them.
+//! runs. The emulator's own endpoints under `/__emu/` (see [`crate::admin`]) are authenticated
+//! like everything else but neither faulted nor accounted.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -13,12 +14,16 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use std::collections::HashMap;
+
+use crate::accounting::Requests;
 use crate::auth::{Authenticator, Identity};
 use crate::authz::Authorizer;
+use crate::faults::Faults;
 use crate::route::{Query, ResourceTarget, Route, parse_path};
 use crate::state::State;
 use crate::status::ApiError;
-use crate::{discovery, handlers, openapi};
+use crate::{admin, discovery, handlers, openapi};
 
 /// Settings that shape responses.
 #[derive(Debug, Clone)]
@@ -36,6 +41,10 @@ pub struct Shared {
     pub authenticator: Authenticator,
     pub authorizer: Arc<dyn Authorizer>,
     pub config: ServeConfig,
+    pub faults: Faults,
+    pub requests: Requests,
+    /// Webhook services by `namespace/name:port` → `host:port` (there is no cluster DNS).
+    pub service_addresses: HashMap<String, String>,
     /// Cancelled at shutdown; open watches end on it.
     pub shutdown: CancellationToken,
 }
@@ -58,9 +67,27 @@ pub struct RequestContext {
     pub query: Query,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// Warnings for the client (from admission webhooks), sent as `Warning` headers.
+    pub warnings: Mutex<Vec<String>>,
 }
 
 impl RequestContext {
+    pub fn add_warnings(&self, warnings: &[String]) {
+        self.warnings
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .extend_from_slice(warnings);
+    }
+
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(
+            &mut *self
+                .warnings
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        )
+    }
+
     pub fn header(&self, name: header::HeaderName) -> &str {
         self.headers
             .get(name)
@@ -169,9 +196,11 @@ where
                 query,
                 headers: parts.headers,
                 body,
+                warnings: Mutex::new(Vec::new()),
             };
             handlers::handle(&shared, context).await
         }
+        Route::Admin(path) => admin::serve(&shared, &parts.method, &path, &body),
         Route::Unknown => Err(ApiError::no_such_route()),
     }
 }

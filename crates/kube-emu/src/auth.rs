@@ -1,9 +1,19 @@
 //! Authentication: who is asking. Either everyone is the cluster admin (no token file), or each
 //! request must carry a bearer token from a static token file in kube-apiserver's
 //! `--token-auth-file` format: `token,user,uid,"group1,group2"`.
+//!
+//! Tokens can also be minted while the server runs ([`Authenticator::issue`], behind
+//! `KubeEmu::token_for` and `KubeEmu::service_account_token`), so a test can act as several
+//! users. Without a token file an unknown or missing token is still the admin; a known token is
+//! always its own user.
+//!
+//! A user named `system:serviceaccount:<namespace>:<name>` is a service account and carries the
+//! groups kube gives service accounts (`system:serviceaccounts`,
+//! `system:serviceaccounts:<namespace>`), whether it comes from the token file or is minted.
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::RwLock;
 
 use crate::error::Error;
 
@@ -24,6 +34,41 @@ impl Identity {
             groups: vec!["system:masters".into(), "system:authenticated".into()],
         }
     }
+
+    /// A user with `groups`, plus `system:authenticated` (and the service-account groups when
+    /// the name is a service account's).
+    pub fn new(username: &str, uid: &str, groups: &[&str]) -> Identity {
+        let mut all: Vec<String> = groups.iter().map(|g| (*g).to_owned()).collect();
+        if let Some((namespace, _)) = service_account_of(username) {
+            all.push("system:serviceaccounts".into());
+            all.push(format!("system:serviceaccounts:{namespace}"));
+        }
+        all.push("system:authenticated".into());
+        all.dedup();
+        Identity {
+            username: username.to_owned(),
+            uid: uid.to_owned(),
+            groups: all,
+        }
+    }
+
+    /// The identity of service account `name` in `namespace`.
+    pub fn service_account(namespace: &str, name: &str) -> Identity {
+        Identity::new(&service_account_username(namespace, name), "", &[])
+    }
+}
+
+/// `system:serviceaccount:<namespace>:<name>`.
+pub fn service_account_username(namespace: &str, name: &str) -> String {
+    format!("system:serviceaccount:{namespace}:{name}")
+}
+
+/// The namespace and name of a service-account username.
+fn service_account_of(username: &str) -> Option<(&str, &str)> {
+    username
+        .strip_prefix("system:serviceaccount:")?
+        .split_once(':')
+        .filter(|(namespace, name)| !namespace.is_empty() && !name.is_empty())
 }
 
 /// One line of a token file.
@@ -35,15 +80,17 @@ pub struct StaticToken {
 
 impl StaticToken {
     pub fn new(token: &str, username: &str, uid: &str, groups: &[&str]) -> StaticToken {
-        let mut groups: Vec<String> = groups.iter().map(|g| (*g).to_owned()).collect();
-        groups.push("system:authenticated".into());
         StaticToken {
             token: token.to_owned(),
-            identity: Identity {
-                username: username.to_owned(),
-                uid: uid.to_owned(),
-                groups,
-            },
+            identity: Identity::new(username, uid, groups),
+        }
+    }
+
+    /// A token of service account `name` in `namespace`.
+    pub fn service_account(token: &str, namespace: &str, name: &str) -> StaticToken {
+        StaticToken {
+            token: token.to_owned(),
+            identity: Identity::service_account(namespace, name),
         }
     }
 }
@@ -111,31 +158,54 @@ pub fn read_token_file(path: &Path) -> Result<Vec<StaticToken>, Error> {
 }
 
 /// Maps requests to identities.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Authenticator {
-    /// `None`: no token file, every request is the admin.
-    tokens: Option<HashMap<String, Identity>>,
+    /// Whether a request needs a known token (a token file was given).
+    required: bool,
+    tokens: RwLock<HashMap<String, Identity>>,
 }
 
 impl Authenticator {
     pub fn new(tokens: Option<Vec<StaticToken>>) -> Authenticator {
         Authenticator {
-            tokens: tokens.map(|tokens| {
+            required: tokens.is_some(),
+            tokens: RwLock::new(
                 tokens
                     .into_iter()
+                    .flatten()
                     .map(|token| (token.token, token.identity))
-                    .collect()
-            }),
+                    .collect(),
+            ),
         }
+    }
+
+    /// Adds a fresh random token for `identity` and returns it.
+    pub fn issue(&self, identity: Identity) -> String {
+        let token = format!("emu-{}", uuid::Uuid::new_v4().simple());
+        self.tokens
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(token.clone(), identity);
+        token
     }
 
     /// The identity behind an `Authorization` header value; `None` means 401.
     pub fn authenticate(&self, authorization: Option<&str>) -> Option<Identity> {
-        let Some(tokens) = &self.tokens else {
-            return Some(Identity::admin());
-        };
-        let token = authorization?.strip_prefix("Bearer ")?.trim();
-        tokens.get(token).cloned()
+        let token = authorization
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .map(str::trim);
+        let known = token.and_then(|token| {
+            self.tokens
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .get(token)
+                .cloned()
+        });
+        match known {
+            Some(identity) => Some(identity),
+            None if self.required => None,
+            None => Some(Identity::admin()),
+        }
     }
 }
 
@@ -175,5 +245,38 @@ mod tests {
         assert!(auth.authenticate(Some("Bearer nope")).is_none());
         assert!(auth.authenticate(None).is_none());
         assert!(Authenticator::new(None).authenticate(None).is_some());
+    }
+
+    #[test]
+    fn service_account_users_carry_the_service_account_groups() {
+        let tokens = parse_token_file(
+            "t,system:serviceaccount:arbor-system:arbor-hierarchy,9\n",
+            "tokens.csv",
+        )
+        .expect("valid");
+        assert_eq!(
+            tokens[0].identity.groups,
+            vec![
+                "system:serviceaccounts",
+                "system:serviceaccounts:arbor-system",
+                "system:authenticated"
+            ]
+        );
+    }
+
+    #[test]
+    fn issued_tokens_authenticate_with_or_without_a_token_file() {
+        for auth in [Authenticator::new(None), Authenticator::new(Some(vec![]))] {
+            let token = auth.issue(Identity::service_account("ns", "robot"));
+            let identity = auth
+                .authenticate(Some(&format!("Bearer {token}")))
+                .expect("known");
+            assert_eq!(identity.username, "system:serviceaccount:ns:robot");
+        }
+        let open = Authenticator::new(None);
+        assert_eq!(
+            open.authenticate(Some("Bearer unknown")),
+            Some(Identity::admin())
+        );
     }
 }

@@ -1,8 +1,32 @@
 //! Authorization: may this identity do this verb on this resource. The emulator allows
-//! everything today; the decision goes through [`Authorizer`] so a denying policy (and the
-//! SelfSubjectAccessReview answer, which asks the same question) can be added in one place.
+//! everything by default ([`AllowAll`]); [`DenyRules`] refuses chosen verbs on chosen resources
+//! to chosen identities, so a controller's start-up permission checks and its behaviour when
+//! forbidden can be tested. The same decision answers SelfSubjectAccessReviews.
+//!
+//! Deny rules are written as `deny user=<name> verb=<verb> resource=<resource> namespace=<ns>`
+//! (fields optional, each may be `*` or a comma-separated list, also `group=` for a user group
+//! and `apiGroup=`), or as YAML for `--deny-rules`:
+//!
+//! ```yaml
+//! rules:
+//!   - users: ["system:serviceaccount:arbor-system:arbor-hierarchy"]
+//!     verbs: [delete]
+//!     resources: [secrets]
+//!     namespaces: ["*"]
+//! ```
+//!
+//! A field left out (or empty) matches anything. `resources` entries are `plural`,
+//! `plural/subresource`, `plural/*` or `*`; `namespaces` entries are names, `*`, or `""` for
+//! cluster-scoped requests.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
 
 use crate::auth::Identity;
+use crate::error::Error;
 
 /// The question an authorizer answers, as in a SubjectAccessReview's resourceAttributes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -25,7 +49,7 @@ pub trait Authorizer: Send + Sync + std::fmt::Debug {
     fn authorize(&self, identity: &Identity, attributes: &Attributes) -> Decision;
 }
 
-/// Allows every request: the emulator's policy until RBAC evaluation is needed.
+/// Allows every request: the emulator's policy unless rules deny.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AllowAll;
 
@@ -35,5 +59,210 @@ impl Authorizer for AllowAll {
             allowed: true,
             reason: "arbor-kube-emu allows every request".into(),
         }
+    }
+}
+
+/// One rule: the requests it matches are denied.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DenyRule {
+    pub users: Vec<String>,
+    pub groups: Vec<String>,
+    pub verbs: Vec<String>,
+    pub api_groups: Vec<String>,
+    pub resources: Vec<String>,
+    pub namespaces: Vec<String>,
+}
+
+/// An empty list or `*` matches anything.
+fn any_or(patterns: &[String], matches: impl Fn(&str) -> bool) -> bool {
+    patterns.is_empty()
+        || patterns
+            .iter()
+            .any(|pattern| pattern == "*" || matches(pattern))
+}
+
+impl DenyRule {
+    /// Parses `deny user=a verb=delete,patch resource=secrets namespace=*`.
+    pub fn parse(text: &str) -> Result<DenyRule, String> {
+        let mut words = text.split_whitespace();
+        if words.next() != Some("deny") {
+            return Err(format!("a deny rule starts with \"deny\": {text:?}"));
+        }
+        let mut rule = DenyRule::default();
+        for word in words {
+            let (field, values) = word
+                .split_once('=')
+                .ok_or_else(|| format!("expected field=value, got {word:?} in {text:?}"))?;
+            let values: Vec<String> = values.split(',').map(str::to_owned).collect();
+            let list = match field {
+                "user" => &mut rule.users,
+                "group" => &mut rule.groups,
+                "verb" => &mut rule.verbs,
+                "apiGroup" => &mut rule.api_groups,
+                "resource" => &mut rule.resources,
+                "namespace" => &mut rule.namespaces,
+                other => return Err(format!("unknown field {other:?} in {text:?}")),
+            };
+            list.extend(values);
+        }
+        Ok(rule)
+    }
+
+    pub fn matches(&self, identity: &Identity, attributes: &Attributes) -> bool {
+        any_or(&self.users, |user| user == identity.username)
+            && any_or(&self.groups, |group| {
+                identity.groups.iter().any(|held| held == group)
+            })
+            && any_or(&self.verbs, |verb| verb == attributes.verb)
+            && any_or(&self.api_groups, |group| group == attributes.group)
+            && any_or(&self.resources, |pattern| {
+                resource_matches(pattern, &attributes.resource, &attributes.subresource)
+            })
+            && any_or(&self.namespaces, |namespace| {
+                namespace == attributes.namespace
+            })
+    }
+}
+
+/// `plural`, `plural/sub`, `plural/*`, `*/sub`.
+fn resource_matches(pattern: &str, resource: &str, subresource: &str) -> bool {
+    let (wanted_resource, wanted_sub) = pattern.split_once('/').unwrap_or((pattern, ""));
+    (wanted_resource == "*" || wanted_resource == resource)
+        && (wanted_sub == subresource || (wanted_sub == "*" && !subresource.is_empty()))
+}
+
+impl fmt::Display for DenyRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "deny")?;
+        for (field, values) in [
+            ("user", &self.users),
+            ("group", &self.groups),
+            ("verb", &self.verbs),
+            ("apiGroup", &self.api_groups),
+            ("resource", &self.resources),
+            ("namespace", &self.namespaces),
+        ] {
+            if !values.is_empty() {
+                write!(f, " {field}={}", values.join(","))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The YAML file of `--deny-rules`.
+#[derive(Debug, Clone, Default, Deserialize)]
+struct DenyRuleFile {
+    #[serde(default)]
+    rules: Vec<DenyRule>,
+}
+
+/// Reads a `--deny-rules` YAML file.
+pub fn read_deny_rules(path: &Path) -> Result<Vec<DenyRule>, Error> {
+    let contents = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        what: format!("reading deny rules {}", path.display()),
+        source,
+    })?;
+    let file: DenyRuleFile =
+        serde_saphyr::from_str(&contents).map_err(|error| Error::DenyRules {
+            path: path.display().to_string(),
+            problem: error.to_string(),
+        })?;
+    Ok(file.rules)
+}
+
+/// Denies what any rule matches and asks `then` about the rest.
+#[derive(Debug)]
+pub struct DenyRules {
+    rules: Vec<DenyRule>,
+    then: Arc<dyn Authorizer>,
+}
+
+impl DenyRules {
+    pub fn new(rules: Vec<DenyRule>, then: Arc<dyn Authorizer>) -> DenyRules {
+        DenyRules { rules, then }
+    }
+}
+
+impl Authorizer for DenyRules {
+    fn authorize(&self, identity: &Identity, attributes: &Attributes) -> Decision {
+        match self
+            .rules
+            .iter()
+            .find(|rule| rule.matches(identity, attributes))
+        {
+            Some(rule) => Decision {
+                allowed: false,
+                reason: format!("denied by the arbor-kube-emu rule \"{rule}\""),
+            },
+            None => self.then.authorize(identity, attributes),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attributes(verb: &str, resource: &str, namespace: &str) -> Attributes {
+        Attributes {
+            verb: verb.into(),
+            resource: resource.into(),
+            namespace: namespace.into(),
+            ..Attributes::default()
+        }
+    }
+
+    #[test]
+    fn a_rule_denies_only_what_it_names() {
+        let rule = DenyRule::parse(
+            "deny user=system:serviceaccount:arbor-system:arbor-hierarchy verb=delete resource=secrets namespace=*",
+        )
+        .expect("parses");
+        let robot = Identity::service_account("arbor-system", "arbor-hierarchy");
+        let rules = DenyRules::new(vec![rule], Arc::new(AllowAll));
+        let denied = rules.authorize(&robot, &attributes("delete", "secrets", "team"));
+        assert!(!denied.allowed);
+        assert!(denied.reason.contains("verb=delete"), "{}", denied.reason);
+        assert!(
+            rules
+                .authorize(&robot, &attributes("get", "secrets", "team"))
+                .allowed
+        );
+        assert!(
+            rules
+                .authorize(&Identity::admin(), &attributes("delete", "secrets", "team"))
+                .allowed
+        );
+    }
+
+    #[test]
+    fn subresource_patterns() {
+        assert!(resource_matches("pods/status", "pods", "status"));
+        assert!(!resource_matches("pods", "pods", "status"));
+        assert!(resource_matches("pods/*", "pods", "status"));
+        assert!(!resource_matches("pods/*", "pods", ""));
+        assert!(resource_matches("*", "secrets", ""));
+    }
+
+    #[test]
+    fn group_rules_match_any_held_group() {
+        let rule = DenyRule::parse("deny group=system:serviceaccounts:team").expect("parses");
+        assert!(rule.matches(
+            &Identity::service_account("team", "x"),
+            &attributes("list", "pods", "team")
+        ));
+        assert!(!rule.matches(&Identity::admin(), &attributes("list", "pods", "team")));
+    }
+
+    #[test]
+    fn malformed_rules_say_why() {
+        assert!(DenyRule::parse("allow user=x").is_err());
+        assert!(
+            DenyRule::parse("deny colour=red")
+                .unwrap_err()
+                .contains("colour")
+        );
     }
 }

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::auth::read_token_file;
+use crate::authz::read_deny_rules;
 use crate::error::Error;
 use crate::server::KubeEmu;
 
@@ -27,6 +28,45 @@ pub struct Args {
     /// Changes remembered for watches and paging; older resourceVersions get 410 Gone.
     #[arg(long, default_value_t = 10_000)]
     pub history_window: usize,
+    /// YAML file of rules denying verbs to identities (see the `authz` module), for example
+    /// `rules: [{users: [system:serviceaccount:arbor-system:arbor-hierarchy], verbs: [delete], resources: [secrets]}]`.
+    #[arg(long)]
+    pub deny_rules: Option<PathBuf>,
+    /// Where an admission webhook service listens, `namespace/name[:port]=host:port` (port
+    /// defaults to 443); repeatable. There is no cluster DNS.
+    #[arg(long = "service-address", value_parser = parse_service_address)]
+    pub service_addresses: Vec<ServiceAddress>,
+}
+
+/// One `--service-address`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceAddress {
+    pub namespace: String,
+    pub name: String,
+    pub port: u16,
+    pub addr: SocketAddr,
+}
+
+/// Parses `namespace/name[:port]=host:port`.
+pub fn parse_service_address(value: &str) -> Result<ServiceAddress, Error> {
+    let invalid = || Error::ServiceAddress {
+        value: value.to_owned(),
+    };
+    let (service, addr) = value.split_once('=').ok_or_else(invalid)?;
+    let (namespace, name_port) = service.split_once('/').ok_or_else(invalid)?;
+    let (name, port) = match name_port.split_once(':') {
+        Some((name, port)) => (name, port.parse().map_err(|_| invalid())?),
+        None => (name_port, 443),
+    };
+    if namespace.is_empty() || name.is_empty() {
+        return Err(invalid());
+    }
+    Ok(ServiceAddress {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        port,
+        addr: addr.parse().map_err(|_| invalid())?,
+    })
 }
 
 /// Runs the server until SIGINT or SIGTERM. Prints `listening on <url>` on stdout once ready
@@ -41,6 +81,17 @@ pub async fn run(args: Args) -> Result<(), Error> {
         .history_window(args.history_window);
     if let Some(path) = &args.token_file {
         builder = builder.tokens(read_token_file(path)?);
+    }
+    if let Some(path) = &args.deny_rules {
+        builder = builder.deny_rules(read_deny_rules(path)?);
+    }
+    for service in &args.service_addresses {
+        builder = builder.service_address(
+            &service.namespace,
+            &service.name,
+            service.port,
+            service.addr,
+        );
     }
     let emu = builder.start().await?;
     if let Some(path) = &args.kubeconfig_out {
@@ -84,6 +135,40 @@ impl ShutdownSignals {
         tokio::select! {
             _ = self.interrupt.recv() => {}
             _ = self.terminate.recv() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_addresses_parse_with_and_without_a_port() {
+        let parsed =
+            parse_service_address("arbor-system/arbor-webhook:8443=127.0.0.1:1234").expect("valid");
+        assert_eq!(
+            (
+                parsed.namespace.as_str(),
+                parsed.name.as_str(),
+                parsed.port,
+                parsed.addr.port()
+            ),
+            ("arbor-system", "arbor-webhook", 8443, 1234)
+        );
+        assert_eq!(
+            parse_service_address("ns/hook=127.0.0.1:1")
+                .expect("valid")
+                .port,
+            443
+        );
+        for bad in [
+            "ns/hook",
+            "hook=127.0.0.1:1",
+            "ns/hook:x=127.0.0.1:1",
+            "ns/hook=nowhere",
+        ] {
+            assert!(parse_service_address(bad).is_err(), "{bad}");
         }
     }
 }

@@ -21,6 +21,10 @@ pub enum Error {
         line: usize,
         problem: String,
     },
+    #[error("{path}: {problem}")]
+    DenyRules { path: String, problem: String },
+    #[error("--service-address {value:?}: expected namespace/name:port=host:port")]
+    ServiceAddress { value: String },
     #[error("generating the TLS certificate: {0}")]
     Certificate(#[from] rcgen::Error),
     #[error("configuring TLS: {0}")]

@@ -11,15 +11,17 @@ mod write;
 use std::sync::Arc;
 
 use axum::body::Body;
-use http::{Method, Response, header};
+use http::{HeaderValue, Method, Response, header};
 use serde_json::Value;
 
-use crate::api::{RequestContext, Shared};
+use crate::accounting::RequestRecord;
+use crate::api::{RequestContext, Shared, error_response};
 use crate::authz::Attributes;
+use crate::faults::FaultTarget;
 use crate::managed::Writer;
 use crate::meta;
 use crate::present::Presentation;
-use crate::registry::ResourceKind;
+use crate::registry::{ResourceId, ResourceKind};
 use crate::status::ApiError;
 use crate::store::ObjectKey;
 
@@ -110,23 +112,28 @@ fn resolve(
     Ok((kind, verb))
 }
 
-/// Asks the authorizer; a denial is kube's 403 wording.
-fn authorize(
-    shared: &Shared,
-    context: &RequestContext,
-    kind: &ResourceKind,
-    verb: Verb,
-) -> Result<(), ApiError> {
+/// What a request asks to do, as authorization and accounting name it.
+fn request_attributes(context: &RequestContext, verb: Verb) -> Attributes {
     let target = &context.target;
-    let attributes = Attributes {
+    Attributes {
         verb: verb.as_str().to_owned(),
         group: target.group.clone(),
         resource: target.plural.clone(),
         subresource: target.subresource.clone().unwrap_or_default(),
         namespace: target.namespace.clone().unwrap_or_default(),
         name: target.name.clone().unwrap_or_default(),
-    };
-    let decision = shared.authorizer.authorize(&context.identity, &attributes);
+    }
+}
+
+/// Asks the authorizer; a denial is kube's 403 wording.
+fn authorize(
+    shared: &Shared,
+    context: &RequestContext,
+    kind: &ResourceKind,
+    attributes: &Attributes,
+) -> Result<(), ApiError> {
+    let target = &context.target;
+    let decision = shared.authorizer.authorize(&context.identity, attributes);
     if decision.allowed {
         return Ok(());
     }
@@ -134,42 +141,121 @@ fn authorize(
         Some(namespace) => format!("in the namespace \"{namespace}\""),
         None => "at the cluster scope".to_owned(),
     };
+    let resource = match target.subresource.as_deref() {
+        Some(subresource) => format!("{}/{subresource}", attributes.resource),
+        None => attributes.resource.clone(),
+    };
+    // kube-apiserver appends the authorizer's reason only when it gave one.
+    let reason = if decision.reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", decision.reason)
+    };
     Err(ApiError::forbidden(
         &kind.id,
         &attributes.name,
         &format!(
-            "User \"{}\" cannot {} resource \"{}\" in API group \"{}\" {scope}: {}",
-            context.identity.username,
-            attributes.verb,
-            attributes.resource,
-            attributes.group,
-            decision.reason
+            "User \"{}\" cannot {} resource \"{resource}\" in API group \"{}\" {scope}{reason}",
+            context.identity.username, attributes.verb, attributes.group,
         ),
     ))
 }
 
-/// Serves a resource request: resolve the kind and verb, authorize, then run the verb.
-/// Admission (mutating and validating webhooks) belongs between authorization and the verb
-/// handlers, where the writes' objects are known; nothing runs there yet.
+/// Serves a resource request: resolve the kind and verb, authorize, apply injected faults, then
+/// run the verb (writes call admission webhooks before storing); the answer is accounted and
+/// carries the webhooks' warnings.
 pub async fn handle(
     shared: &Arc<Shared>,
     context: RequestContext,
 ) -> Result<Response<Body>, ApiError> {
     let (kind, verb) = resolve(shared, &context)?;
-    authorize(shared, &context, &kind, verb)?;
-    match verb {
-        Verb::Get => read::get(shared, &context, &kind),
-        Verb::List => read::list(shared, &context, &kind),
-        Verb::Watch => watch::watch(shared, &context, &kind),
-        Verb::Create if kind.kind == "SelfSubjectAccessReview" => {
-            review::self_subject_access_review(shared, &context)
+    let attributes = request_attributes(&context, verb);
+    let mut response = match run(shared, &context, &kind, verb, &attributes).await {
+        Ok(response) => response,
+        Err(error) => error_response(&error),
+    };
+    for warning in context.take_warnings() {
+        if let Ok(value) = HeaderValue::from_str(&warning_header(&warning)) {
+            response.headers_mut().append(header::WARNING, value);
         }
-        Verb::Create => write::create(shared, &context, &kind),
-        Verb::Update => write::update(shared, &context, &kind),
-        Verb::Patch => patch::patch(shared, &context, &kind),
-        Verb::Delete => delete::delete(shared, &context, &kind),
-        Verb::DeleteCollection => delete::delete_collection(shared, &context, &kind),
     }
+    shared.requests.record(RequestRecord::new(
+        attributes,
+        &context.identity.username,
+        response.status().as_u16(),
+    ));
+    Ok(response)
+}
+
+/// `299 - "text"`, with the text's quotes and backslashes escaped as in kube-apiserver.
+fn warning_header(text: &str) -> String {
+    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("299 - \"{escaped}\"")
+}
+
+async fn run(
+    shared: &Arc<Shared>,
+    context: &RequestContext,
+    kind: &Arc<ResourceKind>,
+    verb: Verb,
+    attributes: &Attributes,
+) -> Result<Response<Body>, ApiError> {
+    authorize(shared, context, kind, attributes)?;
+    if let Some(refusal) = injected_fault(shared, context, verb).await {
+        return Ok(refusal);
+    }
+    match verb {
+        Verb::Get => read::get(shared, context, kind),
+        Verb::List => read::list(shared, context, kind),
+        Verb::Watch => watch::watch(shared, context, kind),
+        Verb::Create if kind.kind == "SelfSubjectAccessReview" => {
+            review::self_subject_access_review(shared, context)
+        }
+        Verb::Create => write::create(shared, context, kind).await,
+        Verb::Update => write::update(shared, context, kind).await,
+        Verb::Patch => patch::patch(shared, context, kind).await,
+        Verb::Delete => delete::delete(shared, context, kind).await,
+        Verb::DeleteCollection => delete::delete_collection(shared, context, kind).await,
+    }
+}
+
+/// Waits out injected latency; the injected error response, if a status fault fires.
+async fn injected_fault(
+    shared: &Shared,
+    context: &RequestContext,
+    verb: Verb,
+) -> Option<Response<Body>> {
+    let target = &context.target;
+    let outcome = shared.faults.decide(&FaultTarget {
+        verb: verb.as_str(),
+        group: &target.group,
+        resource: &target.plural,
+        namespace: target.namespace.as_deref().unwrap_or_default(),
+        identity: &context.identity.username,
+    });
+    if !outcome.delay.is_zero() {
+        tokio::time::sleep(outcome.delay).await;
+    }
+    let code = outcome.status?;
+    let resource = ResourceId::new(&target.group, &target.plural);
+    let name = target.name.as_deref().unwrap_or_default();
+    let error = match code {
+        409 => ApiError::conflict(&resource, name, "injected by arbor-kube-emu"),
+        429 => ApiError::with_code(429, "Too many requests, please try again later."),
+        500 => ApiError::internal("injected by arbor-kube-emu"),
+        503 => ApiError::with_code(
+            503,
+            "the server is currently unable to handle the request (injected by arbor-kube-emu)",
+        ),
+        other => ApiError::with_code(other, format!("status {other} injected by arbor-kube-emu")),
+    };
+    let mut response = error_response(&error);
+    if matches!(code, 429 | 503) {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    Some(response)
 }
 
 /// The field manager of a write: `?fieldManager=`, else the User-Agent's program name, as

@@ -1,8 +1,9 @@
 //! arbor-kube-emu: an in-memory Kubernetes API server for Arbor's tests and local demo.
 //!
 //! **Test and demo infrastructure only — never run it in production.** It keeps everything in
-//! memory, has no persistence, no RBAC (by default every authenticated request is allowed; see
-//! [`authz`]) and no controllers beyond the few the API semantics need.
+//! memory, has no persistence, no RBAC (by default every authenticated request is allowed; deny
+//! rules can refuse chosen verbs to chosen identities, see [`authz`]) and no controllers beyond
+//! the few the API semantics need.
 //!
 //! It speaks the Kubernetes REST API closely enough that kube-rs (Api, watcher, reflector,
 //! Controller), kubectl and other clients behave as against kube-apiserver for what Arbor does:
@@ -21,8 +22,12 @@
 //! cluster (garbage collection, namespace and CRD clean-up) happens in `lifecycle` within the
 //! same write.
 //!
-//! A request goes through `api`: route, authenticate ([`auth`]), authorize ([`authz`]), then a
-//! verb handler in `handlers`. Patches and server-side apply are computed by [`patch`].
+//! A request goes through `api`: route, authenticate ([`auth`]), authorize ([`authz`]), injected
+//! faults ([`faults`]), then a verb handler in `handlers`; writes call the admission webhooks of
+//! stored Mutating/ValidatingWebhookConfigurations (`admission`) before they are stored. Every
+//! resource request is recorded ([`accounting`]). Patches and server-side apply are computed by
+//! [`patch`]. The emulator's own endpoints live under `/__emu/` (faults and the request report,
+//! see the `admin` module's docs).
 //!
 //! ## Use from tests
 //!
@@ -55,14 +60,42 @@
 //! # }
 //! ```
 //!
+//! Acting as other users, misbehaving on purpose and counting requests:
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), arbor_kube_emu::Error> {
+//! use arbor_kube_emu::KubeEmu;
+//! use arbor_kube_emu::authz::DenyRule;
+//! use arbor_kube_emu::faults::Fault;
+//!
+//! let rule = DenyRule::parse("deny user=system:serviceaccount:arbor-system:arbor-hierarchy verb=delete resource=secrets")
+//!     .expect("a valid rule");
+//! let emu = KubeEmu::builder().deny(rule).start().await?;
+//! let token = emu.service_account_token("arbor-system", "arbor-hierarchy");
+//! let _kubeconfig = emu.kubeconfig_yaml_for(&token);
+//! emu.faults().inject(Fault::status(409).verbs(&["update"]).resources(&["configmaps"]));
+//! // ... run the code under test ...
+//! assert_eq!(emu.requests().writes(), 0);
+//! emu.faults().clear();
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Admission webhooks reached through a `service` reference need its address, since there is no
+//! cluster DNS: `KubeEmu::builder().service_address("arbor-system", "arbor-webhook", 443, addr)`.
+//!
 //! The binary `arbor-kube-emu` does the same from the command line (see [`cli`]).
 
+pub mod accounting;
+mod admin;
+mod admission;
 mod api;
 pub mod auth;
 pub mod authz;
 pub mod cli;
 mod discovery;
 mod error;
+pub mod faults;
 mod handlers;
 mod kinds;
 mod kubeconfig;

@@ -24,6 +24,8 @@ pub enum Route {
     /// `/openapi/v2`, `/openapi/v3`, `/openapi/v3/<path>`.
     OpenApi(String),
     Resource(ResourceTarget),
+    /// `/__emu/<path>`: the emulator's own endpoints.
+    Admin(String),
     Unknown,
 }
 
@@ -104,6 +106,7 @@ pub fn parse_path(path: &str) -> Route {
     match segments.as_slice() {
         ["healthz" | "livez" | "readyz", ..] => Route::Health,
         ["version"] => Route::Version,
+        ["__emu", rest @ ..] => Route::Admin(rest.join("/")),
         ["openapi", rest @ ..] => Route::OpenApi(rest.join("/")),
         ["api"] => Route::CoreVersions,
         ["api", version] => Route::GroupVersion {
@@ -206,6 +209,7 @@ mod tests {
             Route::GroupVersion { .. }
         ));
         assert_eq!(parse_path("/nothing/here"), Route::Unknown);
+        assert_eq!(parse_path("/__emu/faults"), Route::Admin("faults".into()));
     }
 
     #[test]

@@ -123,6 +123,46 @@ impl LabelSelector {
         Ok(LabelSelector { requirements })
     }
 
+    /// A `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`), as webhook
+    /// configurations carry them. Null or `{}` selects everything.
+    pub fn from_object(selector: &Value) -> Result<LabelSelector, String> {
+        let mut requirements = Vec::new();
+        if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
+            for (key, value) in labels {
+                let value = value
+                    .as_str()
+                    .ok_or_else(|| format!("matchLabels.{key} must be a string"))?;
+                requirements.push(LabelRequirement::Equals(key.clone(), value.to_owned()));
+            }
+        }
+        let expressions = selector
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for expression in expressions {
+            let key = expression
+                .get("key")
+                .and_then(Value::as_str)
+                .filter(|key| !key.is_empty())
+                .ok_or("matchExpressions[].key is required")?
+                .to_owned();
+            let values = meta::string_list(expression.get("values"));
+            let operator = expression
+                .get("operator")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            requirements.push(match operator {
+                "In" => LabelRequirement::In(key, values),
+                "NotIn" => LabelRequirement::NotIn(key, values),
+                "Exists" => LabelRequirement::Exists(key),
+                "DoesNotExist" => LabelRequirement::NotExists(key),
+                other => return Err(format!("{other:?} is not a valid label selector operator")),
+            });
+        }
+        Ok(LabelSelector { requirements })
+    }
+
     pub fn matches(&self, object: &Value) -> bool {
         if self.requirements.is_empty() {
             return true;

@@ -15,10 +15,15 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use std::collections::HashMap;
+
+use crate::accounting::Requests;
+use crate::admission::service_key;
 use crate::api::{self, ServeConfig, Shared};
-use crate::auth::{Authenticator, StaticToken};
-use crate::authz::{AllowAll, Authorizer};
+use crate::auth::{Authenticator, Identity, StaticToken, service_account_username};
+use crate::authz::{AllowAll, Authorizer, DenyRule, DenyRules};
 use crate::error::Error;
+use crate::faults::Faults;
 use crate::kubeconfig::{self, Endpoint};
 use crate::state::State;
 use crate::tls;
@@ -35,6 +40,8 @@ pub struct KubeEmuBuilder {
     history_window: usize,
     bookmark_interval: Duration,
     authorizer: Arc<dyn Authorizer>,
+    deny_rules: Vec<DenyRule>,
+    service_addresses: HashMap<String, String>,
 }
 
 impl Default for KubeEmuBuilder {
@@ -46,6 +53,8 @@ impl Default for KubeEmuBuilder {
             history_window: 10_000,
             bookmark_interval: Duration::from_secs(60),
             authorizer: Arc::new(AllowAll),
+            deny_rules: Vec::new(),
+            service_addresses: HashMap::new(),
         }
     }
 }
@@ -94,6 +103,40 @@ impl KubeEmuBuilder {
         self
     }
 
+    /// Denies the requests `rule` matches (before the authorizer is asked); see
+    /// [`crate::authz::DenyRule`].
+    pub fn deny(mut self, rule: DenyRule) -> Self {
+        self.deny_rules.push(rule);
+        self
+    }
+
+    /// Denies what any of `rules` matches.
+    pub fn deny_rules(mut self, rules: Vec<DenyRule>) -> Self {
+        self.deny_rules.extend(rules);
+        self
+    }
+
+    /// Where admission webhook service `namespace/name:port` listens: there is no cluster DNS,
+    /// so a webhook configuration's `clientConfig.service` is reached at `addr` (TLS still
+    /// checks the certificate for `<name>.<namespace>.svc`).
+    pub fn service_address(
+        mut self,
+        namespace: &str,
+        name: &str,
+        port: u16,
+        addr: SocketAddr,
+    ) -> Self {
+        self.service_addresses
+            .insert(service_key(namespace, name, port), addr.to_string());
+        self
+    }
+
+    /// Adds a token for service account `name` in `namespace` (its identity carries the
+    /// service-account groups).
+    pub fn service_account_token(self, token: &str, namespace: &str, name: &str) -> Self {
+        self.token(StaticToken::service_account(token, namespace, name))
+    }
+
     /// Binds the listener and starts serving in the background.
     pub async fn start(self) -> Result<KubeEmu, Error> {
         let listener = TcpListener::bind(self.listen)
@@ -114,10 +157,18 @@ impl KubeEmuBuilder {
             .as_ref()
             .and_then(|tokens| tokens.first())
             .map(|token| token.token.clone());
+        let authorizer: Arc<dyn Authorizer> = if self.deny_rules.is_empty() {
+            self.authorizer
+        } else {
+            Arc::new(DenyRules::new(self.deny_rules, self.authorizer))
+        };
         let shared = Arc::new(Shared {
             state: Mutex::new(State::new(self.history_window)),
             authenticator: Authenticator::new(self.tokens),
-            authorizer: self.authorizer,
+            authorizer,
+            faults: Faults::default(),
+            requests: Requests::default(),
+            service_addresses: self.service_addresses,
             config: ServeConfig {
                 bookmark_interval: self.bookmark_interval,
                 server_address: addr.to_string(),
@@ -244,6 +295,41 @@ impl KubeEmu {
             token: self.client_token.as_deref(),
             namespace: "default",
         })
+    }
+
+    /// A kubeconfig like [`KubeEmu::kubeconfig_yaml`] that authenticates with `token` (for
+    /// example one from [`KubeEmu::token_for`]).
+    pub fn kubeconfig_yaml_for(&self, token: &str) -> String {
+        kubeconfig::render(&Endpoint {
+            url: &self.url,
+            ca_pem: self.ca_pem.as_deref(),
+            token: Some(token),
+            namespace: "default",
+        })
+    }
+
+    /// Mints a bearer token for `user` in `groups` (plus `system:authenticated`, and the
+    /// service-account groups when `user` is `system:serviceaccount:<ns>:<name>`).
+    pub fn token_for(&self, user: &str, groups: &[&str]) -> String {
+        self.shared
+            .authenticator
+            .issue(Identity::new(user, "", groups))
+    }
+
+    /// Mints a bearer token for service account `name` in `namespace`
+    /// (`system:serviceaccount:<namespace>:<name>`).
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        self.token_for(&service_account_username(namespace, name), &[])
+    }
+
+    /// The injected faults: add with `inject`, remove with `clear` (see [`crate::faults`]).
+    pub fn faults(&self) -> &Faults {
+        &self.shared.faults
+    }
+
+    /// The requests served so far (see [`crate::accounting`]).
+    pub fn requests(&self) -> &Requests {
+        &self.shared.requests
     }
 
     pub fn write_kubeconfig(&self, path: &Path) -> Result<(), Error> {

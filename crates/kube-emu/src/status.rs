@@ -226,6 +226,22 @@ impl ApiError {
         ApiError::new(415, "UnsupportedMediaType", message)
     }
 
+    /// A status chosen by someone else (an admission webhook's denial, an injected fault):
+    /// kube's reason for the code, and the message as given.
+    pub fn with_code(code: u16, message: impl Into<String>) -> ApiError {
+        ApiError::new(code, reason_for_code(code), message)
+    }
+
+    /// 500 `Internal error occurred: <what>`, kube's InternalError.
+    pub fn internal(what: &str) -> ApiError {
+        ApiError::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {what}"),
+        )
+        .with_details(json!({"causes": [{"message": what}]}))
+    }
+
     /// The `Status` object for this failure.
     pub fn to_status(&self) -> Value {
         let mut status = json!({
@@ -241,6 +257,27 @@ impl ApiError {
             status["details"] = details.clone();
         }
         status
+    }
+}
+
+/// The `reason` kube-apiserver gives a status code (`StatusReason` in apimachinery).
+pub fn reason_for_code(code: u16) -> &'static str {
+    match code {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        405 => "MethodNotAllowed",
+        406 => "NotAcceptable",
+        409 => "Conflict",
+        410 => "Expired",
+        415 => "UnsupportedMediaType",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "Unknown",
     }
 }
 

@@ -38,16 +38,25 @@ fn read_line_bounded<R: Read + Send + 'static>(reader: R) -> (String, BufReader<
 }
 
 fn start_server() -> Server {
+    start_server_with(|_| Vec::new())
+}
+
+/// Starts the binary with extra arguments, which may name files written into its directory.
+fn start_server_with(extra_args: impl FnOnce(&Path) -> Vec<String>) -> Server {
     let dir = tempfile::tempdir().expect("temp dir");
     let tokens = dir.path().join("tokens.csv");
-    std::fs::write(&tokens, "s3cret,admin,1,\"system:masters\"\nother,bob,2\n")
-        .expect("token file");
+    std::fs::write(
+        &tokens,
+        "s3cret,admin,1,\"system:masters\"\nother,bob,2\nrobot,system:serviceaccount:arbor-system:arbor-hierarchy,3\n",
+    )
+    .expect("token file");
     let kubeconfig = dir.path().join("kubeconfig");
     let mut child = Command::new(env!("CARGO_BIN_EXE_arbor-kube-emu"))
         .args(["--listen", "127.0.0.1:0", "--tls", "--kubeconfig-out"])
         .arg(&kubeconfig)
         .arg("--token-file")
         .arg(&tokens)
+        .args(extra_args(dir.path()))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -304,4 +313,50 @@ fn the_binary_stops_on_sigterm() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(exit.success(), "{exit:?}");
+}
+
+#[test]
+fn deny_rules_from_a_file_forbid_a_service_account_and_can_i_says_no() {
+    let server = start_server_with(|dir| {
+        let rules = dir.join("deny.yaml");
+        std::fs::write(
+            &rules,
+            "rules:\n  - users: [\"system:serviceaccount:arbor-system:arbor-hierarchy\"]\n    verbs: [delete]\n    resources: [secrets]\n    namespaces: [\"*\"]\n",
+        )
+        .expect("rules file");
+        vec![
+            "--deny-rules".into(),
+            rules.display().to_string(),
+            "--service-address".into(),
+            "arbor-system/arbor-webhook:8443=127.0.0.1:9443".into(),
+        ]
+    });
+    let as_robot = |args: &[&str]| {
+        let mut all = vec!["--token", "robot"];
+        all.extend_from_slice(args);
+        kubectl_command(&server.kubeconfig, &all)
+            .output()
+            .expect("kubectl runs")
+    };
+    let can_i = as_robot(&["auth", "can-i", "delete", "secrets", "-n", "default"]);
+    let answer = String::from_utf8_lossy(&can_i.stdout);
+    assert!(
+        answer.starts_with("no - denied by the arbor-kube-emu rule"),
+        "{answer}"
+    );
+    let can_get = as_robot(&["auth", "can-i", "get", "secrets", "-n", "default"]);
+    assert_eq!(String::from_utf8_lossy(&can_get.stdout).trim(), "yes");
+    kubectl(
+        &server,
+        &["create", "secret", "generic", "key", "--from-literal=a=b"],
+    );
+    let delete = as_robot(&["delete", "secret", "key", "-n", "default"]);
+    assert!(!delete.status.success());
+    let stderr = String::from_utf8_lossy(&delete.stderr);
+    assert!(
+        stderr.contains(
+            "Error from server (Forbidden): secrets \"key\" is forbidden: User \"system:serviceaccount:arbor-system:arbor-hierarchy\" cannot delete resource \"secrets\" in API group \"\" in the namespace \"default\""
+        ),
+        "{stderr}"
+    );
 }

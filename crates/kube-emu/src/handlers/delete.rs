@@ -1,4 +1,5 @@
-//! delete and deletecollection: options from the query and the DeleteOptions body.
+//! delete and deletecollection: options from the query and the DeleteOptions body. Admission
+//! webhooks see each object to be deleted as the oldObject.
 
 use std::sync::Arc;
 
@@ -8,6 +9,7 @@ use serde_json::{Map, Value};
 
 use super::object_key;
 use super::read::Filter;
+use crate::admission::{self, Operation, Write};
 use crate::api::{RequestContext, Shared, json_response};
 use crate::lifecycle::{DeleteOptions, Deleted, Propagation};
 use crate::meta;
@@ -56,13 +58,59 @@ fn delete_options(context: &RequestContext) -> Result<DeleteOptions, ApiError> {
     })
 }
 
-pub fn delete(
+/// The DeleteOptions webhooks see: the body's, else one built from the query.
+fn review_options(context: &RequestContext) -> Value {
+    let mut options = match serde_json::from_slice::<Value>(&context.body) {
+        Ok(Value::Object(body)) => body,
+        _ => Map::new(),
+    };
+    if let Value::Object(defaults) = admission::options("DeleteOptions", context) {
+        for (field, value) in defaults {
+            options.entry(field).or_insert(value);
+        }
+    }
+    options.insert("kind".into(), Value::from("DeleteOptions"));
+    options.insert("apiVersion".into(), Value::from("meta.k8s.io/v1"));
+    if let Some(policy) = context.query.get("propagationPolicy") {
+        options
+            .entry("propagationPolicy")
+            .or_insert_with(|| Value::from(policy));
+    }
+    Value::Object(options)
+}
+
+/// Admits the delete of each object (presented in the request's version); the first refusal
+/// stops the request.
+async fn admit_deletes(
+    shared: &Shared,
+    context: &RequestContext,
+    kind: &ResourceKind,
+    objects: &[Arc<Value>],
+) -> Result<(), ApiError> {
+    for object in objects {
+        let old = present::in_version(kind, &context.target.version, object);
+        let write = Write {
+            context,
+            kind,
+            operation: Operation::Delete,
+            name: meta::name(&old),
+            options: review_options(context),
+        };
+        admission::admit_delete(shared, &write, &old).await?;
+    }
+    Ok(())
+}
+
+pub async fn delete(
     shared: &Shared,
     context: &RequestContext,
     kind: &Arc<ResourceKind>,
 ) -> Result<Response<Body>, ApiError> {
     let options = delete_options(context)?;
     let key = object_key(context);
+    // A missing object is the delete's 404, before admission.
+    let old = shared.state().store.get(&kind.id, &key).cloned();
+    admit_deletes(shared, context, kind, old.as_slice()).await?;
     let outcome = shared
         .state()
         .delete(&kind.id, &key, &options, &meta::now_timestamp())?;
@@ -83,7 +131,7 @@ pub fn delete(
     })
 }
 
-pub fn delete_collection(
+pub async fn delete_collection(
     shared: &Shared,
     context: &RequestContext,
     kind: &Arc<ResourceKind>,
@@ -91,13 +139,16 @@ pub fn delete_collection(
     let options = delete_options(context)?;
     let filter = Filter::from_request(context, kind)?;
     let now = meta::now_timestamp();
-    let mut state = shared.state();
-    let keys: Vec<ObjectKey> = state
+    let chosen: Vec<Arc<Value>> = shared
+        .state()
         .store
         .list(&kind.id, context.target.namespace.as_deref())
         .filter(|(key, object)| filter.matches(key, object))
-        .map(|(key, _)| key.clone())
+        .map(|(_, object)| object.clone())
         .collect();
+    admit_deletes(shared, context, kind, &chosen).await?;
+    let keys: Vec<ObjectKey> = chosen.iter().map(|object| ObjectKey::of(object)).collect();
+    let mut state = shared.state();
     let mut items = Vec::new();
     for key in keys {
         match state.delete(&kind.id, &key, &options, &now) {

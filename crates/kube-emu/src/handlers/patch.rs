@@ -1,7 +1,7 @@
 //! patch: JSON patch, merge patch, strategic merge patch and server-side apply, computed by
 //! [`crate::patch`] on the live object and then stored through the same update path as PUT
 //! (so optimistic concurrency, status separation and generation behave identically). Apply to
-//! a missing object creates it.
+//! a missing object creates it. Admission webhooks see the patched object.
 
 use std::sync::Arc;
 
@@ -9,8 +9,10 @@ use axum::body::Body;
 use http::{Response, header};
 
 use super::{check_type_meta, name_after_url, object_key, writer};
+use crate::admission::{self, Operation, Write};
 use crate::api::{RequestContext, Shared, json_response};
 use crate::managed::list_semantics;
+use crate::meta;
 use crate::patch::{self, PatchError, PatchType};
 use crate::present;
 use crate::registry::ResourceKind;
@@ -38,7 +40,10 @@ fn api_error(error: PatchError, kind: &ResourceKind, name: &str) -> ApiError {
     }
 }
 
-pub fn patch(
+/// How often a patch is recomputed when the object changes while webhooks look at it.
+const PATCH_ATTEMPTS: usize = 5;
+
+pub async fn patch(
     shared: &Shared,
     context: &RequestContext,
     kind: &Arc<ResourceKind>,
@@ -62,48 +67,75 @@ pub fn patch(
     let version = &context.target.version;
     let subresource = context.target.subresource.as_deref();
     let fail = |error| api_error(error, kind, &key.name);
-    let mut state = shared.state();
-    let live = state
-        .store
-        .get(&kind.id, &key)
-        .map(|live| present::in_version(kind, version, live));
-    let (patched, ownership_recorded) = match (patch_type, &live) {
-        (PatchType::Apply, live) => (
-            patch::apply(live.as_ref(), &context.body, &writer.context(), &lists).map_err(fail)?,
-            true,
-        ),
-        (_, Some(live)) => (
-            patch::patch(live, patch_type, &context.body, &lists).map_err(fail)?,
-            false,
-        ),
-        (_, None) => return Err(ApiError::not_found(&kind.id, &key.name)),
-    };
-    check_type_meta(&patched, kind, context)?;
     let options = WriteOptions {
         dry_run: context.query.dry_run(),
-        ownership_recorded,
+        ownership_recorded: patch_type == PatchType::Apply,
     };
-    if live.is_none() {
-        if subresource.is_some() {
-            return Err(ApiError::not_found(&kind.id, &key.name));
+    // The patch is computed under the lock, admitted without it (webhooks take time), and
+    // stored only if the object has not changed meanwhile; otherwise computed again, as
+    // kube-apiserver retries a patch that met a conflict it did not ask for.
+    for _ in 0..PATCH_ATTEMPTS {
+        let live = shared
+            .state()
+            .store
+            .get(&kind.id, &key)
+            .map(|live| present::in_version(kind, version, live));
+        let mut patched = match (patch_type, &live) {
+            (PatchType::Apply, live) => {
+                patch::apply(live.as_ref(), &context.body, &writer.context(), &lists)
+                    .map_err(fail)?
+            }
+            (_, Some(live)) => {
+                patch::patch(live, patch_type, &context.body, &lists).map_err(fail)?
+            }
+            (_, None) => return Err(ApiError::not_found(&kind.id, &key.name)),
+        };
+        check_type_meta(&patched, kind, context)?;
+        if live.is_none() {
+            if subresource.is_some() {
+                return Err(ApiError::not_found(&kind.id, &key.name));
+            }
+            name_after_url(&mut patched, &key)?;
         }
-        let mut object = patched;
-        name_after_url(&mut object, &key)?;
-        let created = state.create(
+        let write = Write {
+            context,
             kind,
-            context.target.namespace.as_deref(),
-            object,
-            &writer,
-            &options,
-        )?;
+            operation: if live.is_some() {
+                Operation::Update
+            } else {
+                Operation::Create
+            },
+            name: &key.name,
+            options: admission::options("PatchOptions", context),
+        };
+        let patched = admission::admit(shared, &write, patched, live.as_ref()).await?;
+        let mut state = shared.state();
+        let unchanged = state
+            .store
+            .get(&kind.id, &key)
+            .map(|now| meta::resource_version(now))
+            == live.as_ref().map(meta::resource_version);
+        if !unchanged {
+            continue;
+        }
+        if live.is_none() {
+            let created = state.create(
+                kind,
+                context.target.namespace.as_deref(),
+                patched,
+                &writer,
+                &options,
+            )?;
+            return Ok(json_response(
+                201,
+                &present::in_version(kind, version, &created),
+            ));
+        }
+        let updated = state.update(kind, &key, patched, subresource, &writer, &options)?;
         return Ok(json_response(
-            201,
-            &present::in_version(kind, version, &created),
+            200,
+            &present::in_version(kind, version, &updated),
         ));
     }
-    let updated = state.update(kind, &key, patched, subresource, &writer, &options)?;
-    Ok(json_response(
-        200,
-        &present::in_version(kind, version, &updated),
-    ))
+    Err(ApiError::stale_resource_version(&kind.id, &key.name))
 }

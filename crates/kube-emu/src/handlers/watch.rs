@@ -4,7 +4,8 @@
 //! reads the changes after it. An object entering or leaving the selector is reported as
 //! ADDED / DELETED, as kube-apiserver's watch cache does. A cursor that has fallen out of the
 //! history window ends the watch with an ERROR event carrying a 410 `Expired` Status, which is
-//! what makes a kube-rs watcher (or a client-go reflector) relist.
+//! what makes a kube-rs watcher (or a client-go reflector) relist. An injected CloseWatches fault
+//! that matches the watch ends its stream, so the client re-watches.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -19,6 +20,7 @@ use tokio::time::{Instant, Interval};
 use super::presentation;
 use super::read::Filter;
 use crate::api::{RequestContext, Shared};
+use crate::faults::{Fault, FaultTarget};
 use crate::present::{self, Presentation};
 use crate::registry::ResourceKind;
 use crate::status::ApiError;
@@ -39,12 +41,17 @@ struct WatchStream {
     bookmarks: Option<Interval>,
     deadline: Instant,
     finished: bool,
+    closer: tokio::sync::watch::Receiver<Option<Arc<Fault>>>,
+    /// The watch's namespace ("" across namespaces) and user, for CloseWatches faults.
+    namespace: String,
+    identity: String,
 }
 
 enum Wake {
     Stop,
     Changed,
     Bookmark,
+    CloseRequested,
 }
 
 fn line(event_type: &str, object: Value) -> Bytes {
@@ -97,6 +104,20 @@ impl WatchStream {
         Some(self.event(event_type, &change.object))
     }
 
+    /// Whether the latest CloseWatches fault names this watch.
+    fn close_requested(&mut self) -> bool {
+        let fault = self.closer.borrow_and_update().clone();
+        fault.is_some_and(|fault| {
+            fault.matches(&FaultTarget {
+                verb: "watch",
+                group: &self.kind.id.group,
+                resource: &self.kind.id.plural,
+                namespace: &self.namespace,
+                identity: &self.identity,
+            })
+        })
+    }
+
     /// Reads the changes committed since the cursor.
     fn catch_up(&mut self) {
         let state = self.shared.state();
@@ -129,6 +150,7 @@ impl WatchStream {
             _ = shutdown.cancelled() => Wake::Stop,
             _ = tokio::time::sleep_until(self.deadline) => Wake::Stop,
             changed = self.revisions.changed() => if changed.is_ok() { Wake::Changed } else { Wake::Stop },
+            changed = self.closer.changed() => if changed.is_ok() { Wake::CloseRequested } else { Wake::Stop },
             _ = async {
                 match bookmarks {
                     Some(interval) => { interval.tick().await; }
@@ -149,6 +171,8 @@ impl WatchStream {
             match self.wake().await {
                 Wake::Stop => return None,
                 Wake::Changed => self.catch_up(),
+                Wake::CloseRequested if self.close_requested() => return None,
+                Wake::CloseRequested => {}
                 Wake::Bookmark => {
                     self.catch_up();
                     if !self.finished {
@@ -194,6 +218,9 @@ pub fn watch(
         bookmarks,
         deadline: Instant::now() + timeout,
         finished: false,
+        closer: shared.faults.watch_closer(),
+        namespace: context.target.namespace.clone().unwrap_or_default(),
+        identity: context.identity.username.clone(),
     };
     match requested {
         Some(revision) if !send_initial => {

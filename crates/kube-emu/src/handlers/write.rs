@@ -1,4 +1,5 @@
-//! create (POST) and update (PUT), main resource and subresources.
+//! create (POST) and update (PUT), main resource and subresources. Admission webhooks see the
+//! decoded body (and, for updates, the stored object) before the write.
 
 use std::sync::Arc;
 
@@ -6,19 +7,30 @@ use axum::body::Body;
 use http::Response;
 
 use super::{check_type_meta, decode_object, name_after_url, object_key, writer};
+use crate::admission::{self, Operation, Write};
 use crate::api::{RequestContext, Shared, json_response};
+use crate::meta;
 use crate::present;
 use crate::registry::ResourceKind;
 use crate::state::WriteOptions;
 use crate::status::ApiError;
 
-pub fn create(
+pub async fn create(
     shared: &Shared,
     context: &RequestContext,
     kind: &Arc<ResourceKind>,
 ) -> Result<Response<Body>, ApiError> {
     let object = decode_object(context)?;
     check_type_meta(&object, kind, context)?;
+    let name = meta::name(&object).to_owned();
+    let write = Write {
+        context,
+        kind,
+        operation: Operation::Create,
+        name: &name,
+        options: admission::options("CreateOptions", context),
+    };
+    let object = admission::admit(shared, &write, object, None).await?;
     let options = WriteOptions {
         dry_run: context.query.dry_run(),
         ownership_recorded: false,
@@ -36,7 +48,7 @@ pub fn create(
     ))
 }
 
-pub fn update(
+pub async fn update(
     shared: &Shared,
     context: &RequestContext,
     kind: &Arc<ResourceKind>,
@@ -45,6 +57,23 @@ pub fn update(
     check_type_meta(&object, kind, context)?;
     let key = object_key(context);
     name_after_url(&mut object, &key)?;
+    let version = &context.target.version;
+    let old = shared
+        .state()
+        .store
+        .get(&kind.id, &key)
+        .map(|old| present::in_version(kind, version, old));
+    // A missing object is the update's 404, before admission as in kube-apiserver.
+    if let Some(old) = &old {
+        let write = Write {
+            context,
+            kind,
+            operation: Operation::Update,
+            name: &key.name,
+            options: admission::options("UpdateOptions", context),
+        };
+        object = admission::admit(shared, &write, object, Some(old)).await?;
+    }
     let options = WriteOptions {
         dry_run: context.query.dry_run(),
         ownership_recorded: false,
@@ -59,6 +88,6 @@ pub fn update(
     )?;
     Ok(json_response(
         200,
-        &present::in_version(kind, &context.target.version, &updated),
+        &present::in_version(kind, version, &updated),
     ))
 }

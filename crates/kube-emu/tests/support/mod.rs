@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod webhook;
+
 use std::time::Duration;
 
 use std::collections::BTreeMap;
@@ -17,13 +19,22 @@ use serde_json::Value;
 /// A bound for waits on asynchronous outcomes; generous, since the machine may be busy.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
+/// The client configuration a program would build from this kubeconfig.
+pub async fn config_from(kubeconfig_yaml: &str) -> kube::Config {
+    let kubeconfig = Kubeconfig::from_yaml(kubeconfig_yaml).expect("the kubeconfig parses");
+    kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("the kubeconfig is usable")
+}
+
 /// A kube-rs client configured from the emulator's kubeconfig, as any program would be.
 pub async fn client(emu: &KubeEmu) -> kube::Client {
-    let kubeconfig = Kubeconfig::from_yaml(&emu.kubeconfig_yaml()).expect("the kubeconfig parses");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("the kubeconfig is usable");
-    kube::Client::try_from(config).expect("a client can be built")
+    kube::Client::try_from(config_from(&emu.kubeconfig_yaml()).await).expect("a client")
+}
+
+/// A client of the emulator that authenticates with `token` (say, from `KubeEmu::token_for`).
+pub async fn client_as(emu: &KubeEmu, token: &str) -> kube::Client {
+    kube::Client::try_from(config_from(&emu.kubeconfig_yaml_for(token)).await).expect("a client")
 }
 
 pub async fn start() -> (KubeEmu, kube::Client) {
