@@ -1,0 +1,78 @@
+//! The GitTrack and ClusterGitTrack controllers.
+//!
+//! ## Model
+//!
+//! One **round** ([`round`]) brings one source in line with git:
+//!
+//! 1. read the source's credentials Secret and fetch the repository (git2, in `spawn_blocking`);
+//! 2. parse the checkout in the source's layout. A tree with errors keeps the last good state:
+//!    the round applies that state but deletes nothing, and reports every error with its code;
+//! 3. plan ([`plan`]): for each declared object, discovery says whether its kind is namespaced,
+//!    and [`WatchScope::may_apply`](arbor_policy::ownership::WatchScope::may_apply) (the
+//!    ownership matrix of seeds/002) says which tracking object it becomes or why it goes to
+//!    `status.ignoredFiles`;
+//! 4. apply: CustomResourceDefinitions and Namespaces first (then wait until the new kinds are
+//!    served), then everything else. Each object gets its GitTrackObject or
+//!    ClusterGitTrackObject (owned by the source, carrying the gitsync finalizer), then the
+//!    action table of seeds/000 decides, through [`crate::apply::Applier`];
+//! 5. prune: tracking objects whose declaration is gone are deleted; their finalizer
+//!    ([`tracking`]) applies the table (delete only what carries the management label,
+//!    `deletionPolicy: Orphan` leaves everything). Labelled objects of declared kinds that no
+//!    declaration and no tracking object explains (seeds/000's `secret-admin`) are deleted by the
+//!    table directly. The prune guard ([`prune`]) stops a round that would delete more than
+//!    `--max-prune-fraction` of the source's objects or all of its namespaces, until the source
+//!    carries the allow-mass-prune annotation;
+//! 6. status ([`status`]) by server-side apply on the status subresource, written only when it
+//!    changed, Events, metrics.
+//!
+//! A round that finds the same commit as the last one, within `--resync-period` of the last full
+//! comparison and without a request (`TriggerSync`, `ReportDrift`), does nothing but the fetch.
+//!
+//! Which sources an instance reconciles is [`WatchScope`](arbor_policy::ownership::WatchScope)'s
+//! answer to `--gittrack-mode`, `--clustergittrack-mode` and `--namespace` ([`reconcile`]).
+
+pub mod credentials;
+pub mod error;
+pub mod handle;
+pub mod live;
+pub mod load;
+pub mod metrics;
+pub mod plan;
+pub mod prune;
+pub mod reconcile;
+pub mod registry;
+pub mod round;
+pub mod settings;
+pub mod status;
+pub mod tracking;
+
+use std::sync::Arc;
+
+use kube::runtime::events::Recorder;
+
+use crate::apply::Applier;
+use crate::fetch::Fetcher;
+
+pub use error::ControllerError;
+pub use registry::Registry;
+pub use settings::Settings;
+
+/// Everything a reconciler needs, shared by all of them.
+#[derive(Clone)]
+pub struct Context {
+    pub client: kube::Client,
+    pub settings: Arc<Settings>,
+    pub fetcher: Fetcher,
+    pub applier: Applier,
+    pub registry: Arc<Registry>,
+    pub metrics: Arc<metrics::Metrics>,
+    pub recorder: Recorder,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}

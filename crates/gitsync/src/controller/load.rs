@@ -1,0 +1,77 @@
+//! Fetching and parsing a source off the async runtime (git2 and the file system block).
+
+use std::time::SystemTime;
+
+use arbor_policy::layout::{DeclaredState, Layout, SourceError};
+
+use super::error::ControllerError;
+use crate::error::LoadError;
+use crate::fetch::{Credentials, FetchedCommit, Fetcher, GitReference, GitSource, SourceId};
+use crate::source::{LoadOptions, load};
+
+/// What the repository holds at the fetched commit.
+#[derive(Debug)]
+pub struct Loaded {
+    pub commit: String,
+    pub commit_time: SystemTime,
+    /// `None` when the commit is the last good one and was not parsed again.
+    pub parsed: Option<Result<DeclaredState, Vec<SourceError>>>,
+}
+
+/// What to fetch and how to read it.
+#[derive(Debug, Clone)]
+pub struct LoadRequest {
+    pub id: SourceId,
+    pub url: String,
+    pub reference: GitReference,
+    pub credentials: Credentials,
+    pub sub_path: String,
+    pub layout: Layout,
+    /// The commit whose state is already known: not checked out or parsed again.
+    pub known_commit: Option<String>,
+}
+
+/// Fetches, checks out and parses in a blocking task.
+pub async fn fetch_and_load(
+    fetcher: &Fetcher,
+    request: LoadRequest,
+) -> Result<Loaded, ControllerError> {
+    let fetcher = fetcher.clone();
+    tokio::task::spawn_blocking(move || load_blocking(&fetcher, request))
+        .await
+        .map_err(|join| ControllerError::Worker(join.to_string()))?
+}
+
+fn load_blocking(fetcher: &Fetcher, request: LoadRequest) -> Result<Loaded, ControllerError> {
+    let source = GitSource {
+        id: request.id.clone(),
+        url: request.url,
+        reference: request.reference,
+        credentials: request.credentials,
+    };
+    let FetchedCommit { commit, time, .. } = fetcher.fetch(&source)?;
+    if request.known_commit.as_deref() == Some(commit.as_str()) {
+        return Ok(Loaded {
+            commit,
+            commit_time: time,
+            parsed: None,
+        });
+    }
+    // The whole tree is checked out and the loader resolves subPath, so a missing subPath is
+    // reported like every other source error (ARB1006), with its code.
+    let checkout = fetcher.checkout(&request.id, &commit, "")?;
+    let options = LoadOptions {
+        layout: request.layout,
+        sub_path: request.sub_path,
+    };
+    let parsed = match load(&checkout, &options) {
+        Ok(state) => Ok(state),
+        Err(LoadError::Invalid(errors)) => Err(errors),
+        Err(error @ LoadError::Io { .. }) => return Err(ControllerError::Load(error.to_string())),
+    };
+    Ok(Loaded {
+        commit,
+        commit_time: time,
+        parsed: Some(parsed),
+    })
+}

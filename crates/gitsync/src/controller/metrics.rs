@@ -1,0 +1,93 @@
+//! Prometheus metrics of the gitsync controllers (registered under `arbor_gitsync_`).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use super::registry::ObjectState;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ObjectLabels {
+    pub source: String,
+    pub state: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ErrorLabels {
+    pub code: String,
+}
+
+/// The metrics, shared by every reconciler.
+#[derive(Debug)]
+pub struct Metrics {
+    /// Declared objects by source and state.
+    pub objects: Family<ObjectLabels, Gauge>,
+    /// Duration of full sync rounds.
+    pub sync_duration: Histogram,
+    /// From a commit's time to the end of the round that applied it.
+    pub commit_to_applied: Histogram,
+    /// Errors by stable code.
+    pub errors: Family<ErrorLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            objects: Family::default(),
+            sync_duration: Histogram::new(exponential_buckets(0.005, 2.0, 16)),
+            commit_to_applied: Histogram::new(exponential_buckets(0.05, 2.0, 16)),
+            errors: Family::default(),
+        }
+    }
+}
+
+impl Metrics {
+    /// Creates the metrics and registers them in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = Self::default();
+        registry.register(
+            "objects",
+            "Declared objects by source and state",
+            metrics.objects.clone(),
+        );
+        registry.register(
+            "sync_duration_seconds",
+            "Duration of full sync rounds",
+            metrics.sync_duration.clone(),
+        );
+        registry.register(
+            "commit_to_applied_seconds",
+            "Time from a commit to the end of the round that applied it",
+            metrics.commit_to_applied.clone(),
+        );
+        registry.register("errors", "Sync errors by code", metrics.errors.clone());
+        metrics
+    }
+
+    /// Sets the object counts of `source`.
+    pub fn set_objects(&self, source: &str, counts: &[(ObjectState, usize)]) {
+        for state in ObjectState::ALL {
+            let count = counts
+                .iter()
+                .find(|(counted, _)| *counted == state)
+                .map_or(0, |(_, count)| *count);
+            self.objects
+                .get_or_create(&ObjectLabels {
+                    source: source.to_owned(),
+                    state: state.as_str().to_owned(),
+                })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+    }
+
+    pub fn count_error(&self, code: &str) {
+        self.errors
+            .get_or_create(&ErrorLabels {
+                code: code.to_owned(),
+            })
+            .inc();
+    }
+}

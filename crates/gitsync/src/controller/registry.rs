@@ -1,0 +1,219 @@
+//! What the controllers know about each source, shared with the finalizers and the gRPC
+//! service: the last good declared state, every declared object with its state on the cluster,
+//! the last status, and the channel that asks for a round now.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, SystemTime};
+
+use arbor_api::keys::SourceRef;
+use arbor_api::source::{DeletionPolicy, GitSourceStatus};
+use arbor_policy::layout::DeclaredState;
+use arbor_policy::object::{GroupKind, GroupVersionKind, ObjectKey};
+use arbor_policy::sync::Decision;
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+/// Where a declared object stands (the proto's `ManagedState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObjectState {
+    InSync,
+    Drifted,
+    Pending,
+    Unmanaged,
+    Ignored,
+    Failed,
+    Pruning,
+}
+
+impl ObjectState {
+    pub const ALL: [ObjectState; 7] = [
+        Self::InSync,
+        Self::Drifted,
+        Self::Pending,
+        Self::Unmanaged,
+        Self::Ignored,
+        Self::Failed,
+        Self::Pruning,
+    ];
+
+    /// The metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InSync => "in_sync",
+            Self::Drifted => "drifted",
+            Self::Pending => "pending",
+            Self::Unmanaged => "unmanaged",
+            Self::Ignored => "ignored",
+            Self::Failed => "failed",
+            Self::Pruning => "pruning",
+        }
+    }
+}
+
+/// One declared object: what is applied, from where, and how it is doing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectRecord {
+    pub gvk: GroupVersionKind,
+    /// The repository file, relative to subPath.
+    pub file: String,
+    pub inherited_from: Option<String>,
+    /// The applied form (for ignored objects: the declaration).
+    pub desired: Value,
+    pub compare_fields: Vec<String>,
+    pub state: ObjectState,
+    pub message: String,
+    pub decision: Option<Decision>,
+    pub last_applied: Option<SystemTime>,
+}
+
+/// The last good state of a source.
+#[derive(Debug, Clone)]
+pub struct GoodState {
+    pub commit: String,
+    pub state: Arc<DeclaredState>,
+}
+
+/// Everything known about one source.
+#[derive(Debug, Clone, Default)]
+pub struct SourceRecord {
+    pub repository: String,
+    pub revision: String,
+    pub suspended: bool,
+    pub deletion_policy: DeletionPolicy,
+    pub good: Option<GoodState>,
+    /// Declared objects, keyed with the namespace they land in.
+    pub objects: BTreeMap<ObjectKey, ObjectRecord>,
+    pub status: GitSourceStatus,
+    /// Completed rounds.
+    pub rounds: u64,
+    /// When every object was last compared with git.
+    pub last_full_round: Option<tokio::time::Instant>,
+    /// The generation the last full round saw.
+    pub generation: Option<i64>,
+    /// A full round was asked for (TriggerSync, ReportDrift, a tracking object deleted).
+    pub full_round_requested: bool,
+}
+
+/// The shared registry.
+#[derive(Debug)]
+pub struct Registry {
+    sources: RwLock<BTreeMap<SourceRef, SourceRecord>>,
+    triggers: mpsc::UnboundedSender<SourceRef>,
+    rounds: watch::Sender<u64>,
+    round_locks: std::sync::Mutex<BTreeMap<SourceRef, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Registry {
+    /// A registry and the receiver of its round requests.
+    pub fn new() -> (Self, mpsc::UnboundedReceiver<SourceRef>) {
+        let (triggers, receiver) = mpsc::unbounded_channel();
+        let (rounds, _) = watch::channel(0);
+        (
+            Self {
+                sources: RwLock::default(),
+                triggers,
+                rounds,
+                round_locks: std::sync::Mutex::default(),
+            },
+            receiver,
+        )
+    }
+
+    pub fn get(&self, source: &SourceRef) -> Option<SourceRecord> {
+        self.read().get(source).cloned()
+    }
+
+    pub fn sources(&self) -> Vec<(SourceRef, SourceRecord)> {
+        self.read()
+            .iter()
+            .map(|(source, record)| (source.clone(), record.clone()))
+            .collect()
+    }
+
+    /// Changes the record of `source`, creating it when absent.
+    pub fn update<T>(&self, source: &SourceRef, change: impl FnOnce(&mut SourceRecord) -> T) -> T {
+        let mut sources = self.sources.write().unwrap_or_else(PoisonError::into_inner);
+        change(sources.entry(source.clone()).or_default())
+    }
+
+    /// Forgets a deleted source.
+    pub fn remove(&self, source: &SourceRef) {
+        self.sources
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(source);
+    }
+
+    /// The lock that keeps two rounds of one source from running at once.
+    pub fn round_lock(&self, source: &SourceRef) -> Arc<tokio::sync::Mutex<()>> {
+        self.round_locks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(source.clone())
+            .or_default()
+            .clone()
+    }
+
+    /// Marks a round of `source` finished and wakes those waiting for it.
+    pub fn round_finished(&self, source: &SourceRef) {
+        self.update(source, |record| record.rounds += 1);
+        self.rounds.send_modify(|rounds| *rounds += 1);
+    }
+
+    /// Asks for a full round of `source` now.
+    pub fn request_round(&self, source: &SourceRef) {
+        self.update(source, |record| record.full_round_requested = true);
+        // The receiver lives as long as the controllers; without them there is no one to ask.
+        let _ = self.triggers.send(source.clone());
+    }
+
+    /// Waits until `source` has finished more than `after` rounds, for at most `patience`.
+    pub async fn wait_for_round(&self, source: &SourceRef, after: u64, patience: Duration) -> bool {
+        let mut rounds = self.rounds.subscribe();
+        let finished = async {
+            loop {
+                if self.get(source).is_some_and(|record| record.rounds > after) {
+                    return;
+                }
+                if rounds.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(patience, finished).await.is_ok()
+    }
+
+    /// The sources that declare `key`, with the record of the object.
+    pub fn declarations(&self, key: &ObjectKey) -> Vec<(SourceRef, String, ObjectRecord)> {
+        self.read()
+            .iter()
+            .filter_map(|(source, record)| {
+                let object = record.objects.get(key)?;
+                let commit = record.good.as_ref().map(|good| good.commit.clone());
+                Some((source.clone(), commit.unwrap_or_default(), object.clone()))
+            })
+            .collect()
+    }
+
+    /// Whether `source`'s last good state declares the kind; `None` when the source is unknown.
+    pub fn declares_kind(&self, source: &SourceRef, kind: &GroupKind) -> Option<bool> {
+        let sources = self.read();
+        let good = sources.get(source)?.good.as_ref()?;
+        Some(good.state.declares_kind(kind))
+    }
+
+    /// Whether any known source declares the kind.
+    pub fn any_declares_kind(&self, kind: &GroupKind) -> bool {
+        self.read().values().any(|record| {
+            record
+                .good
+                .as_ref()
+                .is_some_and(|good| good.state.declares_kind(kind))
+        })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<SourceRef, SourceRecord>> {
+        self.sources.read().unwrap_or_else(PoisonError::into_inner)
+    }
+}

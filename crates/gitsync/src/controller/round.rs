@@ -1,0 +1,712 @@
+//! One round of one source (see the [module docs](super) for the steps).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use arbor_api::condition::reasons;
+use arbor_api::keys::ArborKeys;
+use arbor_api::source::SourceError;
+use arbor_policy::layout::DeclaredState;
+use arbor_policy::object::{self, GroupVersionKind, ObjectKey};
+use arbor_policy::ownership::ObjectScope;
+use arbor_policy::sync::{Action, CompareFields, Control, Row};
+use serde_json::Value;
+
+use super::Context;
+use super::error::{self, ControllerError};
+use super::handle::SourceHandle;
+use super::live::Snapshot;
+use super::load::{self, LoadRequest};
+use super::plan::{Part, Plan, PlannedObject, Planner, Why, crd_kinds, is_crd};
+use super::prune::{self, PruneCount, PruneVerdict};
+use super::registry::{GoodState, ObjectRecord, ObjectState};
+use super::status::{Counters, Outcome, RoundReport};
+use super::tracking::{self, Tracked};
+use crate::apply::{ApplyError, ServedKind, Target};
+
+/// What one round did.
+#[derive(Debug, Default)]
+pub struct RoundResult {
+    /// `None` when the round found nothing to do (same commit, no resync due).
+    pub report: Option<RoundReport>,
+    pub created: usize,
+    pub updated: usize,
+    pub deleted: usize,
+    /// The commit applied for the first time in this round, with its time.
+    pub new_commit: Option<(String, SystemTime)>,
+}
+
+impl RoundResult {
+    fn stopped(outcome: Outcome, errors: Vec<SourceError>) -> Self {
+        Self {
+            report: Some(RoundReport::stopped(outcome, errors)),
+            ..Self::default()
+        }
+    }
+}
+
+fn source_error(
+    code: &str,
+    file: Option<String>,
+    object: Option<String>,
+    message: String,
+) -> SourceError {
+    SourceError {
+        code: code.to_owned(),
+        file,
+        object,
+        message,
+    }
+}
+
+fn stalled(reason: &'static str, code: &str, message: String) -> RoundResult {
+    RoundResult::stopped(
+        Outcome::Stalled {
+            reason,
+            message: message.clone(),
+        },
+        vec![source_error(code, None, None, message)],
+    )
+}
+
+/// Runs one round of `handle`.
+pub async fn run(ctx: &Context, handle: &SourceHandle) -> RoundResult {
+    ctx.registry.update(&handle.reference, |record| {
+        record.repository = handle.repository.clone();
+        record.revision = handle.revision_text.clone();
+        record.suspended = handle.suspend;
+        record.deletion_policy = handle.deletion_policy;
+    });
+    if !handle.spec_errors.is_empty() {
+        let message = handle
+            .spec_errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        return stalled(reasons::INVALID_SPEC, error::INVALID_SPEC, message);
+    }
+    if handle.suspend {
+        return RoundResult::stopped(Outcome::Suspended, Vec::new());
+    }
+    let Some(reference) = handle.revision.clone() else {
+        return stalled(
+            reasons::INVALID_SPEC,
+            error::INVALID_SPEC,
+            "spec.reference names no revision".into(),
+        );
+    };
+    let credentials = match super::credentials::read(&ctx.client, handle.auth.as_ref()).await {
+        Ok(credentials) => credentials,
+        Err(error) => return stalled(reasons::SECRET_INVALID, error.code(), error.to_string()),
+    };
+    let record = ctx.registry.get(&handle.reference).unwrap_or_default();
+    let request = LoadRequest {
+        id: handle.fetch_id.clone(),
+        url: handle.repository.clone(),
+        reference,
+        credentials,
+        sub_path: handle.sub_path.clone(),
+        layout: handle.layout,
+        known_commit: record
+            .good
+            .as_ref()
+            .filter(|_| record.generation == handle.generation)
+            .map(|good| good.commit.clone()),
+    };
+    let loaded = match load::fetch_and_load(&ctx.fetcher, request).await {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            let message = error.to_string();
+            return RoundResult::stopped(
+                Outcome::Failed {
+                    reason: reasons::FETCH_FAILED,
+                    message: message.clone(),
+                },
+                vec![source_error(error.code(), None, None, message)],
+            );
+        }
+    };
+    let resync_due = record
+        .last_full_round
+        .is_none_or(|last| last.elapsed() >= ctx.settings.resync_period);
+    if loaded.parsed.is_none() && !resync_due && !record.full_round_requested {
+        return RoundResult::default();
+    }
+    ctx.registry.update(&handle.reference, |record| {
+        record.full_round_requested = false
+    });
+
+    let started = Instant::now();
+    let (good, parse_errors, new_commit) = match loaded.parsed {
+        None => match record.good {
+            Some(good) => (good, Vec::new(), None),
+            None => return RoundResult::default(),
+        },
+        Some(Ok(state)) => (
+            GoodState {
+                commit: loaded.commit.clone(),
+                state: Arc::new(state),
+            },
+            Vec::new(),
+            Some((loaded.commit.clone(), loaded.commit_time)),
+        ),
+        Some(Err(errors)) => {
+            let errors: Vec<SourceError> = errors.iter().map(to_api_error).collect();
+            match record.good {
+                Some(good) => (good, errors, None),
+                None => {
+                    let message = format!(
+                        "commit {} does not parse ({} error(s)); nothing was applied",
+                        loaded.commit,
+                        errors.len()
+                    );
+                    return RoundResult::stopped(
+                        Outcome::Stalled {
+                            reason: reasons::PARSE_FAILED,
+                            message,
+                        },
+                        errors,
+                    );
+                }
+            }
+        }
+    };
+    ctx.registry.update(&handle.reference, |record| {
+        record.good = Some(good.clone());
+        record.generation = handle.generation;
+    });
+    let parse_failed = !parse_errors.is_empty();
+    let mut result = match sync(ctx, handle, &good, parse_errors).await {
+        Ok(result) => result,
+        Err(error) => {
+            let message = error.to_string();
+            RoundResult::stopped(
+                Outcome::Failed {
+                    reason: reasons::APPLY_FAILED,
+                    message: message.clone(),
+                },
+                vec![source_error(error.code(), None, None, message)],
+            )
+        }
+    };
+    if let Some(report) = result.report.as_mut()
+        && parse_failed
+        && report.outcome == Outcome::Synced
+    {
+        report.outcome = Outcome::Stalled {
+            reason: reasons::PARSE_FAILED,
+            message: format!(
+                "the latest commit {} does not parse; the last good commit {} stays applied and \
+                 nothing is deleted",
+                loaded.commit, good.commit
+            ),
+        };
+    }
+    // A round that did not finish cleanly (blocked, failed objects) runs in full again at the
+    // next poll or change of the source, even on the same commit.
+    let retry = result.report.as_ref().is_some_and(|report| {
+        report.outcome != Outcome::Synced
+            || report
+                .errors
+                .iter()
+                .any(|error| error.code != error::UNMANAGED_OBJECT)
+    });
+    ctx.registry.update(&handle.reference, |record| {
+        record.last_full_round = Some(tokio::time::Instant::now());
+        record.full_round_requested |= retry;
+    });
+    ctx.metrics
+        .sync_duration
+        .observe(started.elapsed().as_secs_f64());
+    if result
+        .report
+        .as_ref()
+        .is_some_and(|r| r.outcome == Outcome::Synced)
+    {
+        result.new_commit = new_commit;
+    }
+    result
+}
+
+fn to_api_error(error: &arbor_policy::layout::SourceError) -> SourceError {
+    let message = match error.line {
+        Some(line) => format!("line {line}: {}", error.message),
+        None => error.message.clone(),
+    };
+    source_error(
+        error.code.as_str(),
+        Some(error.path.clone()).filter(|path| !path.is_empty()),
+        error.object.clone(),
+        message,
+    )
+}
+
+/// The parts of a round after parsing, which may fail as a whole only on listing.
+struct Sync<'a> {
+    ctx: &'a Context,
+    handle: &'a SourceHandle,
+    state: &'a DeclaredState,
+    tracked: BTreeMap<ObjectKey, Tracked>,
+    snapshot: Snapshot,
+    listed: BTreeSet<GroupVersionKind>,
+    records: BTreeMap<ObjectKey, ObjectRecord>,
+    errors: Vec<SourceError>,
+    ignored_files: BTreeMap<String, String>,
+    result: RoundResult,
+}
+
+async fn sync(
+    ctx: &Context,
+    handle: &SourceHandle,
+    good: &GoodState,
+    parse_errors: Vec<SourceError>,
+) -> Result<RoundResult, ControllerError> {
+    let state = good.state.as_ref();
+    let deletions_allowed = parse_errors.is_empty() && handle.prune;
+    let tracked = tracking::list_owned(ctx, handle).await?;
+    let kinds = declared_kinds(ctx, state).await;
+    let snapshot =
+        Snapshot::read(ctx.applier.discovery(), &kinds, handle.namespace.as_deref()).await?;
+    let mut round = Sync {
+        ctx,
+        handle,
+        state,
+        tracked,
+        snapshot,
+        listed: kinds.keys().cloned().collect(),
+        records: BTreeMap::new(),
+        errors: parse_errors,
+        ignored_files: BTreeMap::new(),
+        result: RoundResult::default(),
+    };
+    let removals: Vec<Tracked> = round
+        .tracked
+        .values()
+        .filter(|tracked| !round.declares(&tracked.key))
+        .cloned()
+        .collect();
+    let sweep = round.sweep_candidates(&kinds);
+    if deletions_allowed {
+        let namespace_kind =
+            |key: &ObjectKey| key.group_kind.group.is_empty() && key.group_kind.kind == "Namespace";
+        let count = PruneCount {
+            tracked: round.tracked.len(),
+            removals: removals.len() + sweep.len(),
+            namespaces: round
+                .tracked
+                .keys()
+                .filter(|key| namespace_kind(key))
+                .count(),
+            namespaces_removed: removals.iter().filter(|t| namespace_kind(&t.key)).count(),
+        };
+        if let PruneVerdict::Blocked(message) = prune::check(
+            count,
+            ctx.settings.max_prune_fraction,
+            handle.allow_mass_prune,
+        ) {
+            let message = format!(
+                "{message}; nothing was changed. Annotate the source with {}=true to allow it",
+                ctx.settings.keys.allow_mass_prune_annotation()
+            );
+            return Ok(stalled(
+                reasons::MASS_PRUNE_BLOCKED,
+                error::MASS_PRUNE_BLOCKED,
+                message,
+            ));
+        }
+    }
+
+    let planner = Planner {
+        discovery: ctx.applier.discovery(),
+        scope: &ctx.settings.scope,
+        keys: &ctx.settings.keys,
+        label: &ctx.settings.label,
+    };
+    let foundation = planner.plan(handle, state, Part::Foundation).await;
+    let wrote_crd = round.apply_plan(&foundation).await;
+    if wrote_crd {
+        round.wait_for_new_kinds(&foundation).await;
+    }
+    let rest = planner.plan(handle, state, Part::Rest).await;
+    round.apply_plan(&rest).await;
+
+    // The finalizers of pruned tracking objects read the new declarations from the registry.
+    round.publish();
+    if deletions_allowed {
+        round.prune(&removals, &sweep).await;
+    }
+    Ok(round.finish(good))
+}
+
+/// Every declared kind with a version to list it by, and how the cluster serves it.
+async fn declared_kinds(
+    ctx: &Context,
+    state: &DeclaredState,
+) -> BTreeMap<GroupVersionKind, ServedKind> {
+    let mut versions: BTreeMap<GroupVersionKind, ()> = BTreeMap::new();
+    for declared in state.objects.values() {
+        if let Ok(gvk) = object::gvk(&declared.object) {
+            versions.insert(gvk, ());
+        }
+    }
+    for kind in state.kinds.values() {
+        let listed = versions
+            .keys()
+            .any(|gvk| gvk.group_kind() == kind.group_kind);
+        if let (false, Some(version)) = (listed, kind.versions.first()) {
+            versions.insert(
+                GroupVersionKind {
+                    group: kind.group_kind.group.clone(),
+                    version: version.clone(),
+                    kind: kind.group_kind.kind.clone(),
+                },
+                (),
+            );
+        }
+    }
+    let mut served = BTreeMap::new();
+    for gvk in versions.into_keys() {
+        if let Ok(kind) = ctx.applier.discovery().served(&gvk).await {
+            served.insert(gvk, kind);
+        }
+    }
+    served
+}
+
+impl Sync<'_> {
+    /// Whether the state declares the object of `key` (a GitTrack's objects without a namespace
+    /// land in its namespace).
+    fn declares(&self, key: &ObjectKey) -> bool {
+        if self.state.objects.contains_key(key) {
+            return true;
+        }
+        key.namespace.is_some()
+            && key.namespace == self.handle.namespace
+            && self.state.objects.contains_key(&ObjectKey {
+                namespace: None,
+                ..key.clone()
+            })
+    }
+
+    /// Labelled objects of declared kinds that neither a declaration nor a tracking object
+    /// explains (seeds/000's `secret-admin`): the table deletes them (row 5).
+    fn sweep_candidates(
+        &self,
+        kinds: &BTreeMap<GroupVersionKind, ServedKind>,
+    ) -> Vec<(ObjectKey, GroupVersionKind, Value)> {
+        let source_annotation = self.ctx.settings.keys.source_annotation();
+        let own_source = self.handle.reference.to_string();
+        let namespaces: BTreeSet<&str> = self
+            .state
+            .namespaces
+            .iter()
+            .map(String::as_str)
+            .chain(self.handle.namespace.as_deref())
+            .chain(
+                self.state
+                    .objects
+                    .keys()
+                    .filter_map(|key| key.namespace.as_deref()),
+            )
+            .collect();
+        let mut candidates = Vec::new();
+        for (key, live) in self.snapshot.iter() {
+            let Some((gvk, served)) = kinds
+                .iter()
+                .find(|(gvk, _)| gvk.group_kind() == key.group_kind)
+            else {
+                continue;
+            };
+            let managed =
+                Control::of(&self.ctx.settings.label, &object::labels(live)).may_update_or_delete();
+            let foreign = object::annotation(live, &source_annotation)
+                .is_some_and(|source| source != own_source);
+            let in_scope = key
+                .namespace
+                .as_deref()
+                .is_none_or(|namespace| namespaces.contains(namespace))
+                && self
+                    .ctx
+                    .settings
+                    .scope
+                    .may_apply(
+                        &self.handle.owner,
+                        &ObjectScope::of(live, served.namespaced),
+                    )
+                    .is_ok();
+            if managed
+                && !foreign
+                && in_scope
+                && self.state.declares_kind(&key.group_kind)
+                && !self.declares(key)
+                && !self.tracked.contains_key(key)
+            {
+                candidates.push((key.clone(), gvk.clone(), live.clone()));
+            }
+        }
+        candidates
+    }
+
+    /// The live object of `planned`, from the snapshot or read now.
+    async fn live_of(
+        &self,
+        planned: &PlannedObject,
+        target: &Target<'_>,
+    ) -> Result<Option<Value>, ApplyError> {
+        if self.listed.contains(&planned.gvk) {
+            return Ok(self.snapshot.get(&planned.key).cloned());
+        }
+        self.ctx.applier.live(target).await
+    }
+
+    /// Applies every object of `plan`; returns whether a CustomResourceDefinition was written.
+    async fn apply_plan(&mut self, plan: &Plan) -> bool {
+        let mut wrote_crd = false;
+        for planned in &plan.objects {
+            let wrote = self.apply_one(planned).await;
+            wrote_crd |= wrote && is_crd(&planned.key.group_kind);
+        }
+        self.record_unapplied(plan);
+        wrote_crd
+    }
+
+    async fn apply_one(&mut self, planned: &PlannedObject) -> bool {
+        let mut record = ObjectRecord {
+            gvk: planned.gvk.clone(),
+            file: planned.file.clone(),
+            inherited_from: planned.inherited_from.clone(),
+            desired: planned.desired.clone(),
+            compare_fields: planned.compare_fields.clone(),
+            state: ObjectState::Pending,
+            message: String::new(),
+            decision: None,
+            last_applied: None,
+        };
+        let outcome = async {
+            tracking::ensure(
+                self.ctx,
+                self.handle,
+                planned,
+                self.tracked.get(&planned.key),
+            )
+            .await?;
+            let target = Target {
+                gvk: &planned.gvk,
+                namespace: planned.namespace(),
+                name: &planned.key.name,
+                sync_declared: self.state.declares_kind(&planned.key.group_kind),
+                desired: Some(&planned.desired),
+                compare: &planned.compare,
+            };
+            let live = self.live_of(planned, &target).await?;
+            Ok::<_, ControllerError>(self.ctx.applier.sync_object(&target, live.as_ref()).await?)
+        }
+        .await;
+        let wrote = match outcome {
+            Ok(outcome) => {
+                record.decision = Some(outcome.decision);
+                record.message = outcome.decision.row.reason().to_owned();
+                record.state = match outcome.decision.row {
+                    Row::DeclaredButUnmanaged => {
+                        self.errors.push(source_error(
+                            error::UNMANAGED_OBJECT,
+                            Some(planned.file.clone()),
+                            Some(planned.key.to_string()),
+                            format!(
+                                "exists on the cluster without the management label {}; Arbor \
+                                 leaves it alone (label it to let Arbor manage it)",
+                                self.ctx.settings.label
+                            ),
+                        ));
+                        ObjectState::Unmanaged
+                    }
+                    Row::SyncNotDeclared => ObjectState::Ignored,
+                    _ => ObjectState::InSync,
+                };
+                match outcome.decision.action {
+                    Action::Create => self.result.created += 1,
+                    Action::Update => self.result.updated += 1,
+                    Action::Delete | Action::NoAction => {}
+                }
+                if outcome.wrote {
+                    record.last_applied = Some(SystemTime::now());
+                }
+                self.snapshot.set(planned.key.clone(), outcome.live);
+                outcome.wrote
+            }
+            Err(failure) => {
+                self.ctx.metrics.count_error(failure.code());
+                record.state = ObjectState::Failed;
+                record.message = failure.to_string();
+                self.errors.push(source_error(
+                    failure.code(),
+                    Some(planned.file.clone()),
+                    Some(planned.key.to_string()),
+                    failure.to_string(),
+                ));
+                false
+            }
+        };
+        self.records.insert(planned.key.clone(), record);
+        wrote
+    }
+
+    /// Ignored objects go to `ignoredFiles`; objects of unserved kinds are one error per kind.
+    fn record_unapplied(&mut self, plan: &Plan) {
+        let mut unserved: BTreeMap<String, (usize, String, String)> = BTreeMap::new();
+        for unapplied in &plan.unapplied {
+            let (state, message) = match &unapplied.why {
+                Why::Ignored(reason) => {
+                    let entry = self
+                        .ignored_files
+                        .entry(unapplied.file.clone())
+                        .or_default();
+                    if !entry.is_empty() {
+                        entry.push_str("; ");
+                    }
+                    entry.push_str(reason);
+                    (ObjectState::Ignored, reason.clone())
+                }
+                Why::Failed(failure) => {
+                    let entry = unserved
+                        .entry(failure.to_string())
+                        .or_insert_with(|| (0, unapplied.file.clone(), failure.code().to_owned()));
+                    entry.0 += 1;
+                    (ObjectState::Failed, failure.to_string())
+                }
+            };
+            let gvk = unapplied.gvk.clone().unwrap_or(GroupVersionKind {
+                group: unapplied.key.group_kind.group.clone(),
+                version: String::new(),
+                kind: unapplied.key.group_kind.kind.clone(),
+            });
+            self.records.insert(
+                unapplied.key.clone(),
+                ObjectRecord {
+                    gvk,
+                    file: unapplied.file.clone(),
+                    inherited_from: None,
+                    desired: unapplied.declared.clone(),
+                    compare_fields: Vec::new(),
+                    state,
+                    message,
+                    decision: None,
+                    last_applied: None,
+                },
+            );
+        }
+        for (message, (count, file, code)) in unserved {
+            self.ctx.metrics.count_error(&code);
+            self.errors.push(source_error(
+                &code,
+                Some(file),
+                None,
+                format!("{message}: {count} object(s) of the kind not applied; the rest of the source syncs"),
+            ));
+        }
+    }
+
+    /// Waits until the kinds of the source's CustomResourceDefinitions are served.
+    async fn wait_for_new_kinds(&self, foundation: &Plan) {
+        let discovery = self.ctx.applier.discovery();
+        discovery.refresh();
+        for planned in foundation
+            .objects
+            .iter()
+            .filter(|p| is_crd(&p.key.group_kind))
+        {
+            let Some(declared) = self.state.objects.values().find(|declared| {
+                object::name(&declared.object) == Some(planned.key.name.as_str())
+                    && object::gvk(&declared.object).is_ok_and(|gvk| is_crd(&gvk.group_kind()))
+            }) else {
+                continue;
+            };
+            for gvk in crd_kinds(declared) {
+                if let Err(error) = discovery
+                    .wait_served(&gvk, self.ctx.settings.crd_patience)
+                    .await
+                {
+                    tracing::warn!(%error, "a CustomResourceDefinition's kind is not served yet");
+                }
+            }
+        }
+    }
+
+    /// Deletes the tracking objects of removed declarations (their finalizers apply the table)
+    /// and the labelled objects nothing explains.
+    async fn prune(
+        &mut self,
+        removals: &[Tracked],
+        sweep: &[(ObjectKey, GroupVersionKind, Value)],
+    ) {
+        for tracked in removals {
+            if tracked.deleting() {
+                continue;
+            }
+            match tracking::delete(self.ctx, tracked).await {
+                Ok(()) => self.result.deleted += 1,
+                Err(failure) => self.errors.push(source_error(
+                    failure.code(),
+                    None,
+                    Some(tracked.key.to_string()),
+                    failure.to_string(),
+                )),
+            }
+        }
+        let compare = CompareFields::AllDeclared;
+        for (key, gvk, live) in sweep {
+            let target = Target {
+                gvk,
+                namespace: key.namespace.as_deref(),
+                name: &key.name,
+                sync_declared: true,
+                desired: None,
+                compare: &compare,
+            };
+            match self.ctx.applier.sync_object(&target, Some(live)).await {
+                Ok(outcome) if outcome.decision.action == Action::Delete => {
+                    self.result.deleted += 1
+                }
+                Ok(_) => {}
+                Err(failure) => self.errors.push(source_error(
+                    failure.code(),
+                    None,
+                    Some(key.to_string()),
+                    failure.to_string(),
+                )),
+            }
+        }
+    }
+
+    fn publish(&self) {
+        let records = self.records.clone();
+        self.ctx
+            .registry
+            .update(&self.handle.reference, |record| record.objects = records);
+    }
+
+    fn finish(self, good: &GoodState) -> RoundResult {
+        let count = |state: ObjectState| self.records.values().filter(|r| r.state == state).count();
+        let counters = Counters {
+            discovered: self.state.objects.len(),
+            applied: count(ObjectState::InSync),
+            ignored: count(ObjectState::Ignored),
+            in_sync: count(ObjectState::InSync),
+        };
+        let source = self.handle.reference.to_string();
+        let by_state: Vec<(ObjectState, usize)> =
+            ObjectState::ALL.iter().map(|s| (*s, count(*s))).collect();
+        self.ctx.metrics.set_objects(&source, &by_state);
+        let mut result = self.result;
+        result.report = Some(RoundReport {
+            outcome: Outcome::Synced,
+            commit: Some(good.commit.clone()),
+            counters: Some(counters),
+            ignored_files: self.ignored_files,
+            errors: self.errors,
+        });
+        result
+    }
+}

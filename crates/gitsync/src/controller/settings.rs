@@ -1,0 +1,28 @@
+//! What an instance is configured to do, from its flags.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use arbor_policy::keys::{Keys, ManagementLabel};
+use arbor_policy::ownership::WatchScope;
+
+use crate::fetch::FetchSettings;
+
+/// The controllers' configuration.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// What this instance watches and the ClusterGitTrack mode ownership is judged by.
+    pub scope: WatchScope,
+    pub label: ManagementLabel,
+    /// Arbor's annotation keys (source, declared-in, allow-mass-prune).
+    pub keys: Keys,
+    /// The largest fraction of a source's objects one round may delete without the
+    /// allow-mass-prune annotation.
+    pub max_prune_fraction: f64,
+    /// How often every object is compared with git even when the commit did not change.
+    pub resync_period: Duration,
+    pub cache_dir: PathBuf,
+    pub fetch: FetchSettings,
+    /// How long to wait for the kinds of a newly applied CustomResourceDefinition to be served.
+    pub crd_patience: Duration,
+}

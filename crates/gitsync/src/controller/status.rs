@@ -1,0 +1,238 @@
+//! A source's status after a round, and writing it.
+//!
+//! The status is written by server-side apply on the status subresource, and only when it
+//! differs from the stored one in anything but `lastSyncTime`: a round that changed nothing
+//! makes no write at all, so an idle cluster sees no traffic (and no watch events) from gitsync.
+//! `lastSyncTime` is therefore the end of the last round that changed the status.
+
+use std::collections::BTreeMap;
+
+use arbor_api::condition::{reasons, remove_condition, types};
+use arbor_api::keys::GITSYNC_FIELD_MANAGER;
+use arbor_api::source::{GitSourceStatus, SourceError};
+use arbor_api::{ConditionUpdate, set_condition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::error::ControllerError;
+
+/// How a round ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Everything planned was applied (some objects may have failed: see the errors).
+    Synced,
+    Suspended,
+    /// A condition that needs the user: reason constant and message.
+    Stalled {
+        reason: &'static str,
+        message: String,
+    },
+    /// A failure that may pass by itself (fetch): reason and message.
+    Failed {
+        reason: &'static str,
+        message: String,
+    },
+}
+
+/// What a round found, for the status.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counters {
+    pub discovered: usize,
+    pub applied: usize,
+    pub ignored: usize,
+    pub in_sync: usize,
+}
+
+/// A round's contribution to the status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundReport {
+    pub outcome: Outcome,
+    pub commit: Option<String>,
+    /// `None` keeps the previous counters, ignored files and errors (the round did not get as
+    /// far as planning).
+    pub counters: Option<Counters>,
+    pub ignored_files: BTreeMap<String, String>,
+    pub errors: Vec<SourceError>,
+}
+
+impl RoundReport {
+    /// A round that stopped before planning.
+    pub fn stopped(outcome: Outcome, errors: Vec<SourceError>) -> Self {
+        Self {
+            outcome,
+            commit: None,
+            counters: None,
+            ignored_files: BTreeMap::new(),
+            errors,
+        }
+    }
+}
+
+/// The status after `report`, or `None` when it equals `previous` but for the time.
+pub fn next_status(
+    previous: &GitSourceStatus,
+    report: &RoundReport,
+    generation: Option<i64>,
+    now: Time,
+) -> Option<GitSourceStatus> {
+    let mut next = previous.clone();
+    next.observed_generation = generation;
+    if let Some(commit) = &report.commit {
+        next.observed_commit = Some(commit.clone());
+    }
+    if let Some(counters) = &report.counters {
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        next.objects_discovered = count(counters.discovered);
+        next.objects_applied = count(counters.applied);
+        next.objects_ignored = count(counters.ignored);
+        next.objects_in_sync = count(counters.in_sync);
+        next.ignored_files = report.ignored_files.clone();
+    }
+    if report.counters.is_some() || !report.errors.is_empty() {
+        next.errors = report.errors.clone();
+    }
+    let conditions = &mut next.conditions;
+    let failing = report
+        .errors
+        .iter()
+        .find(|error| error.code != super::error::UNMANAGED_OBJECT);
+    let (ready, ready_reason, ready_message) = match &report.outcome {
+        Outcome::Synced => match failing {
+            None => (
+                true,
+                reasons::SUCCEEDED,
+                format!(
+                    "commit {} applied",
+                    next.observed_commit.as_deref().unwrap_or("")
+                ),
+            ),
+            Some(error) => (
+                false,
+                if error.code == crate::apply::error::KIND_NOT_SERVED {
+                    reasons::KIND_NOT_SERVED
+                } else {
+                    reasons::APPLY_FAILED
+                },
+                format!(
+                    "{} error(s), first: {}: {}",
+                    report.errors.len(),
+                    error.code,
+                    error.message
+                ),
+            ),
+        },
+        Outcome::Suspended => (false, reasons::SUSPENDED, "spec.suspend is set".to_owned()),
+        Outcome::Stalled { reason, message } | Outcome::Failed { reason, message } => {
+            (false, *reason, message.clone())
+        }
+    };
+    set_condition(
+        conditions,
+        ConditionUpdate::new(types::READY, ready, ready_reason, ready_message).observed(generation),
+        now.clone(),
+    );
+    match &report.outcome {
+        Outcome::Stalled { reason, message } => {
+            set_condition(
+                conditions,
+                ConditionUpdate::new(types::STALLED, true, reason, message.clone())
+                    .observed(generation),
+                now.clone(),
+            );
+        }
+        _ => {
+            remove_condition(conditions, types::STALLED);
+        }
+    }
+    remove_condition(conditions, types::RECONCILING);
+    if next == *previous {
+        return None;
+    }
+    next.last_sync_time = Some(now);
+    Some(next)
+}
+
+/// Writes `status` onto the source `name` by server-side apply.
+pub async fn write<K>(
+    api: &Api<K>,
+    name: &str,
+    status: &GitSourceStatus,
+) -> Result<(), ControllerError>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "metadata": {"name": name},
+        "status": status,
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(GITSYNC_FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map(drop)
+    .map_err(|source| ControllerError::kube("write status of", name, source))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arbor_api::condition::find_condition;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn at(seconds: i64) -> Time {
+        Time(Timestamp::from_second(seconds).unwrap())
+    }
+
+    fn synced(commit: &str) -> RoundReport {
+        RoundReport {
+            outcome: Outcome::Synced,
+            commit: Some(commit.into()),
+            counters: Some(Counters {
+                discovered: 2,
+                applied: 2,
+                ignored: 0,
+                in_sync: 2,
+            }),
+            ignored_files: BTreeMap::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_unchanged_round_writes_no_status() {
+        let first =
+            next_status(&GitSourceStatus::default(), &synced("abc"), Some(1), at(1)).unwrap();
+        assert_eq!(next_status(&first, &synced("abc"), Some(1), at(2)), None);
+    }
+
+    #[test]
+    fn a_blocked_prune_is_stalled_and_not_ready() {
+        let report = RoundReport::stopped(
+            Outcome::Stalled {
+                reason: reasons::MASS_PRUNE_BLOCKED,
+                message: "too much".into(),
+            },
+            Vec::new(),
+        );
+        let status = next_status(&GitSourceStatus::default(), &report, None, at(1)).unwrap();
+        assert_eq!(
+            find_condition(&status.conditions, types::READY)
+                .unwrap()
+                .status,
+            "False"
+        );
+        assert_eq!(
+            find_condition(&status.conditions, types::STALLED)
+                .unwrap()
+                .reason,
+            reasons::MASS_PRUNE_BLOCKED
+        );
+    }
+}

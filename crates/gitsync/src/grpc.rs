@@ -1,0 +1,506 @@
+//! `SyncService` (proto/arbor/v1/sync.proto): what gitsync knows, for arborctl, the webhook and
+//! the observer.
+//!
+//! | method | behaviour |
+//! |---|---|
+//! | GetStatus | the stored status of one source or of every source this instance reconciles |
+//! | ListManaged | every declared object with its state (in sync, unmanaged, ignored, failed, …), filtered by source, namespace, kind and state |
+//! | Explain | the declarations of an object and the row of seeds/000's table that applies to it now: the inputs (columns), the action, the rule (`seeds/000 row N`) and the reason with the row's id |
+//! | TriggerSync | a full round of the source now; with `wait`, answers after it finished (at most two minutes) |
+//! | ReportDrift | re-applies each reported object at once through the table (an unlabelled object is still left alone); objects no source declares come back as `unknown` |
+//! | GetDeclared | the object as gitsync applies it, with its source, file, commit and compare fields, for the webhook's drift prevention |
+//!
+//! Everything is read from the controllers' [`Registry`](crate::controller::Registry) except
+//! the live objects Explain and ReportDrift need, which are read from the API server.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use arbor_api::Condition;
+use arbor_api::keys::SourceRef;
+use arbor_policy::object::{GroupKind, GroupVersionKind, ObjectKey};
+use arbor_policy::sync::{
+    Action, CompareFields, DeclaredOnCluster, Row, Situation, UndeclaredOnCluster,
+};
+use arbor_proto::v1::sync_service_server::{SyncService, SyncServiceServer};
+use arbor_proto::v1::{self as proto, ManagedState};
+use tonic::{Request, Response, Status};
+
+use crate::apply::{ApplyError, Target};
+use crate::controller::Context;
+use crate::controller::registry::{ObjectRecord, ObjectState, SourceRecord};
+
+/// How long `TriggerSync` with `wait` waits for the round.
+const TRIGGER_PATIENCE: Duration = Duration::from_secs(120);
+
+/// The service, over the controllers' shared context.
+#[derive(Debug, Clone)]
+pub struct SyncServiceImpl {
+    ctx: Context,
+}
+
+impl SyncServiceImpl {
+    pub fn new(ctx: Context) -> Self {
+        Self { ctx }
+    }
+
+    pub fn into_server(self) -> SyncServiceServer<Self> {
+        SyncServiceServer::new(self)
+    }
+
+    /// Decides for `key` now: the declaration (if any), the live object, the table's row.
+    async fn assess(
+        &self,
+        key: &ObjectKey,
+        version: &str,
+    ) -> Result<
+        (
+            Vec<(SourceRef, String, ObjectRecord)>,
+            Situation,
+            Row,
+            GroupVersionKind,
+        ),
+        Status,
+    > {
+        let declarations = self.ctx.registry.declarations(key);
+        let declared = declarations
+            .iter()
+            .find(|(_, _, record)| !matches!(record.state, ObjectState::Ignored));
+        let gvk = match declared {
+            Some((_, _, record)) if version.is_empty() => record.gvk.clone(),
+            _ => GroupVersionKind {
+                group: key.group_kind.group.clone(),
+                version: version.to_owned(),
+                kind: key.group_kind.kind.clone(),
+            },
+        };
+        if gvk.version.is_empty() {
+            return Err(Status::invalid_argument(
+                "object.version is required for an object no source declares",
+            ));
+        }
+        let compare = declared
+            .and_then(|(_, _, record)| CompareFields::parse(&record.compare_fields).ok())
+            .unwrap_or_default();
+        let sync_declared = match declared {
+            Some((source, _, _)) => self
+                .ctx
+                .registry
+                .declares_kind(source, &key.group_kind)
+                .unwrap_or(true),
+            None => self.ctx.registry.any_declares_kind(&key.group_kind),
+        };
+        let target = Target {
+            gvk: &gvk,
+            namespace: key.namespace.as_deref(),
+            name: &key.name,
+            sync_declared,
+            desired: declared.map(|(_, _, record)| &record.desired),
+            compare: &compare,
+        };
+        let live = match self.ctx.applier.live(&target).await {
+            Ok(live) => live,
+            Err(ApplyError::KindNotServed { .. }) => None,
+            Err(error) => return Err(Status::unavailable(error.to_string())),
+        };
+        let (situation, decision) = self.ctx.applier.decide(&target, live.as_ref());
+        Ok((declarations, situation, decision.row, gvk))
+    }
+}
+
+fn source_ref_from(proto: Option<&proto::SourceRef>) -> Result<Option<SourceRef>, Status> {
+    let Some(source) = proto else {
+        return Ok(None);
+    };
+    match proto::SourceKind::try_from(source.kind) {
+        Ok(proto::SourceKind::GitTrack) => Ok(Some(SourceRef::GitTrack {
+            namespace: source.namespace.clone(),
+            name: source.name.clone(),
+        })),
+        Ok(proto::SourceKind::ClusterGitTrack) => Ok(Some(SourceRef::ClusterGitTrack {
+            name: source.name.clone(),
+        })),
+        _ if source.name.is_empty() => Ok(None),
+        _ => Err(Status::invalid_argument(
+            "source.kind must be GitTrack or ClusterGitTrack",
+        )),
+    }
+}
+
+fn source_ref_to(source: &SourceRef) -> proto::SourceRef {
+    match source {
+        SourceRef::GitTrack { namespace, name } => proto::SourceRef {
+            kind: proto::SourceKind::GitTrack.into(),
+            namespace: namespace.clone(),
+            name: name.clone(),
+        },
+        SourceRef::ClusterGitTrack { name } => proto::SourceRef {
+            kind: proto::SourceKind::ClusterGitTrack.into(),
+            namespace: String::new(),
+            name: name.clone(),
+        },
+    }
+}
+
+fn object_key(object: Option<&proto::ObjectRef>) -> Result<(ObjectKey, String), Status> {
+    let object = object.ok_or_else(|| Status::invalid_argument("object is required"))?;
+    if object.kind.is_empty() || object.name.is_empty() {
+        return Err(Status::invalid_argument(
+            "object.kind and object.name are required",
+        ));
+    }
+    Ok((
+        ObjectKey {
+            group_kind: GroupKind::new(&object.group, &object.kind),
+            namespace: Some(object.namespace.clone()).filter(|ns| !ns.is_empty()),
+            name: object.name.clone(),
+        },
+        object.version.clone(),
+    ))
+}
+
+fn object_ref(key: &ObjectKey, version: &str) -> proto::ObjectRef {
+    proto::ObjectRef {
+        group: key.group_kind.group.clone(),
+        version: version.to_owned(),
+        kind: key.group_kind.kind.clone(),
+        namespace: key.namespace.clone().unwrap_or_default(),
+        name: key.name.clone(),
+    }
+}
+
+fn managed_state(state: ObjectState) -> ManagedState {
+    match state {
+        ObjectState::InSync => ManagedState::InSync,
+        ObjectState::Drifted => ManagedState::Drifted,
+        ObjectState::Pending => ManagedState::Pending,
+        ObjectState::Unmanaged => ManagedState::Unmanaged,
+        ObjectState::Ignored => ManagedState::Ignored,
+        ObjectState::Failed => ManagedState::Failed,
+        ObjectState::Pruning => ManagedState::Pruning,
+    }
+}
+
+/// The state a table row implies for an object right now.
+fn row_state(row: Row) -> ManagedState {
+    match row {
+        Row::ManagedAndMatching => ManagedState::InSync,
+        Row::ManagedAndDrifted => ManagedState::Drifted,
+        Row::DeclaredButUnmanaged | Row::UndeclaredAndUnmanaged => ManagedState::Unmanaged,
+        Row::DeclaredNotOnCluster => ManagedState::Pending,
+        Row::UndeclaredButManaged => ManagedState::Pruning,
+        Row::UndeclaredNotOnCluster | Row::SyncNotDeclared => ManagedState::Unspecified,
+    }
+}
+
+fn action(action: Action) -> proto::Action {
+    match action {
+        Action::NoAction => proto::Action::None,
+        Action::Create => proto::Action::Create,
+        Action::Update => proto::Action::Update,
+        Action::Delete => proto::Action::Delete,
+    }
+}
+
+/// The table's columns for `situation`; `None` is the seed's "N/A".
+fn inputs(situation: &Situation) -> proto::ActionInputs {
+    let (sync_declared, resource_declared, on_cluster, has_label, matches) = match situation {
+        Situation::SyncNotDeclared => (false, false, false, None, None),
+        Situation::ResourceDeclared(DeclaredOnCluster::NotOnCluster) => {
+            (true, true, false, None, None)
+        }
+        Situation::ResourceDeclared(DeclaredOnCluster::Unmanaged(_)) => {
+            (true, true, true, Some(false), None)
+        }
+        Situation::ResourceDeclared(DeclaredOnCluster::Managed(comparison)) => {
+            (true, true, true, Some(true), Some(comparison.matches()))
+        }
+        Situation::ResourceNotDeclared(UndeclaredOnCluster::NotOnCluster) => {
+            (true, false, false, None, None)
+        }
+        Situation::ResourceNotDeclared(UndeclaredOnCluster::Unmanaged(_)) => {
+            (true, false, true, Some(false), None)
+        }
+        Situation::ResourceNotDeclared(UndeclaredOnCluster::Managed) => {
+            (true, false, true, Some(true), None)
+        }
+    };
+    proto::ActionInputs {
+        sync_declared,
+        resource_declared,
+        on_cluster,
+        has_label,
+        matches,
+    }
+}
+
+/// Why the row applies: its id and reason, and what differs or why the label does not count.
+fn reason(situation: &Situation, row: Row) -> String {
+    let detail = match situation {
+        Situation::ResourceDeclared(DeclaredOnCluster::Managed(comparison))
+            if !comparison.matches() =>
+        {
+            let differences: Vec<String> = comparison
+                .differences
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            format!(" Differences: {}.", differences.join("; "))
+        }
+        Situation::ResourceDeclared(DeclaredOnCluster::Unmanaged(why))
+        | Situation::ResourceNotDeclared(UndeclaredOnCluster::Unmanaged(why)) => {
+            format!(" ({why})")
+        }
+        _ => String::new(),
+    };
+    format!("[{}] {}.{detail}", row.id(), row.reason())
+}
+
+fn timestamp(time: SystemTime) -> prost_types::Timestamp {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    prost_types::Timestamp {
+        seconds: i64::try_from(since.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(since.subsec_nanos()).unwrap_or(0),
+    }
+}
+
+fn k8s_timestamp(
+    time: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: time.0.as_second(),
+        nanos: time.0.subsec_nanosecond(),
+    }
+}
+
+fn condition(condition: &Condition) -> proto::Condition {
+    proto::Condition {
+        r#type: condition.type_.clone(),
+        status: condition.status.clone(),
+        reason: condition.reason.clone(),
+        message: condition.message.clone(),
+        last_transition_time: Some(k8s_timestamp(&condition.last_transition_time)),
+        observed_generation: condition.observed_generation.unwrap_or_default(),
+    }
+}
+
+fn count(value: i64) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+fn source_status(source: &SourceRef, record: &SourceRecord) -> proto::SourceStatus {
+    let status = &record.status;
+    proto::SourceStatus {
+        source: Some(source_ref_to(source)),
+        repository: record.repository.clone(),
+        reference: record.revision.clone(),
+        observed_commit: status.observed_commit.clone().unwrap_or_default(),
+        last_sync_time: status.last_sync_time.as_ref().map(k8s_timestamp),
+        counters: Some(proto::ObjectCounters {
+            discovered: count(status.objects_discovered),
+            applied: count(status.objects_applied),
+            ignored: count(status.objects_ignored),
+            in_sync: count(status.objects_in_sync),
+        }),
+        ignored_files: status.ignored_files.clone().into_iter().collect(),
+        errors: status
+            .errors
+            .iter()
+            .map(|error| proto::SourceError {
+                code: error.code.clone(),
+                file: error.file.clone().unwrap_or_default(),
+                object: error.object.clone().unwrap_or_default(),
+                message: error.message.clone(),
+            })
+            .collect(),
+        conditions: status.conditions.iter().map(condition).collect(),
+        suspended: record.suspended,
+    }
+}
+
+#[tonic::async_trait]
+impl SyncService for SyncServiceImpl {
+    async fn get_status(
+        &self,
+        request: Request<proto::GetStatusRequest>,
+    ) -> Result<Response<proto::GetStatusResponse>, Status> {
+        let wanted = source_ref_from(request.get_ref().source.as_ref())?;
+        let sources: Vec<proto::SourceStatus> = self
+            .ctx
+            .registry
+            .sources()
+            .iter()
+            .filter(|(source, _)| wanted.as_ref().is_none_or(|wanted| wanted == source))
+            .map(|(source, record)| source_status(source, record))
+            .collect();
+        if sources.is_empty()
+            && let Some(wanted) = wanted
+        {
+            return Err(Status::not_found(format!(
+                "{wanted} is not reconciled by this instance"
+            )));
+        }
+        Ok(Response::new(proto::GetStatusResponse { sources }))
+    }
+
+    async fn list_managed(
+        &self,
+        request: Request<proto::ListManagedRequest>,
+    ) -> Result<Response<proto::ListManagedResponse>, Status> {
+        let filter = request.get_ref();
+        let wanted = source_ref_from(filter.source.as_ref())?;
+        let mut objects = Vec::new();
+        for (source, record) in self.ctx.registry.sources() {
+            if wanted.as_ref().is_some_and(|wanted| *wanted != source) {
+                continue;
+            }
+            for (key, object) in &record.objects {
+                let state = managed_state(object.state);
+                let keep = (filter.namespace.is_empty()
+                    || key.namespace.as_deref() == Some(filter.namespace.as_str()))
+                    && (filter.kind.is_empty() || key.group_kind.kind == filter.kind)
+                    && (filter.state == 0 || filter.state == i32::from(state));
+                if keep {
+                    objects.push(proto::ManagedObject {
+                        object: Some(object_ref(key, &object.gvk.version)),
+                        source: Some(source_ref_to(&source)),
+                        file: object.file.clone(),
+                        state: state.into(),
+                        message: object.message.clone(),
+                        last_applied_time: object.last_applied.map(timestamp),
+                    });
+                }
+            }
+        }
+        Ok(Response::new(proto::ListManagedResponse { objects }))
+    }
+
+    async fn explain(
+        &self,
+        request: Request<proto::ExplainRequest>,
+    ) -> Result<Response<proto::ExplainResponse>, Status> {
+        let (key, version) = object_key(request.get_ref().object.as_ref())?;
+        let (declarations, situation, row, gvk) = self.assess(&key, &version).await?;
+        let decision = proto::Decision {
+            allowed: false,
+            action: action(row.action()).into(),
+            rule: format!("seeds/000 row {}", row.number()),
+            reason: reason(&situation, row),
+        };
+        Ok(Response::new(proto::ExplainResponse {
+            object: Some(object_ref(&key, &gvk.version)),
+            declarations: declarations
+                .iter()
+                .map(|(source, commit, record)| proto::Declaration {
+                    source: Some(source_ref_to(source)),
+                    file: record.file.clone(),
+                    commit: commit.clone(),
+                    inherited_from: record.inherited_from.clone().unwrap_or_default(),
+                })
+                .collect(),
+            inputs: Some(inputs(&situation)),
+            decision: Some(decision),
+            state: row_state(row).into(),
+        }))
+    }
+
+    async fn trigger_sync(
+        &self,
+        request: Request<proto::TriggerSyncRequest>,
+    ) -> Result<Response<proto::TriggerSyncResponse>, Status> {
+        let request = request.into_inner();
+        let source = source_ref_from(request.source.as_ref())?
+            .ok_or_else(|| Status::invalid_argument("source is required"))?;
+        let Some(before) = self.ctx.registry.get(&source) else {
+            return Err(Status::not_found(format!(
+                "{source} is not reconciled by this instance"
+            )));
+        };
+        self.ctx.registry.request_round(&source);
+        let completed = request.wait
+            && self
+                .ctx
+                .registry
+                .wait_for_round(&source, before.rounds, TRIGGER_PATIENCE)
+                .await;
+        let record = self.ctx.registry.get(&source).unwrap_or(before);
+        Ok(Response::new(proto::TriggerSyncResponse {
+            completed,
+            status: Some(source_status(&source, &record)),
+        }))
+    }
+
+    async fn report_drift(
+        &self,
+        request: Request<proto::ReportDriftRequest>,
+    ) -> Result<Response<proto::ReportDriftResponse>, Status> {
+        let mut accepted = 0;
+        let mut unknown = Vec::new();
+        for event in &request.get_ref().events {
+            let (key, _) = object_key(event.object.as_ref())?;
+            let declarations = self.ctx.registry.declarations(&key);
+            let Some((source, _, record)) = declarations.into_iter().find(|(_, _, record)| {
+                !matches!(record.state, ObjectState::Ignored | ObjectState::Failed)
+            }) else {
+                unknown.extend(event.object.clone());
+                continue;
+            };
+            accepted += 1;
+            let compare = CompareFields::parse(&record.compare_fields).unwrap_or_default();
+            let target = Target {
+                gvk: &record.gvk,
+                namespace: key.namespace.as_deref(),
+                name: &key.name,
+                sync_declared: self
+                    .ctx
+                    .registry
+                    .declares_kind(&source, &key.group_kind)
+                    .unwrap_or(true),
+                desired: Some(&record.desired),
+                compare: &compare,
+            };
+            let synced = match self.ctx.applier.live(&target).await {
+                Ok(live) => self.ctx.applier.sync_object(&target, live.as_ref()).await,
+                Err(error) => Err(error),
+            };
+            match synced {
+                Ok(outcome) => {
+                    tracing::info!(object = %key, %source, row = outcome.decision.row.number(), action = %outcome.decision.action, reporter = %event.reporter, "drift reported")
+                }
+                Err(error) => {
+                    self.ctx.metrics.count_error(error.code());
+                    tracing::warn!(object = %key, %error, "re-applying a drifted object failed");
+                }
+            }
+        }
+        Ok(Response::new(proto::ReportDriftResponse {
+            accepted,
+            unknown,
+        }))
+    }
+
+    async fn get_declared(
+        &self,
+        request: Request<proto::GetDeclaredRequest>,
+    ) -> Result<Response<proto::GetDeclaredResponse>, Status> {
+        let (key, _) = object_key(request.get_ref().object.as_ref())?;
+        let declared = self
+            .ctx
+            .registry
+            .declarations(&key)
+            .into_iter()
+            .find(|(_, _, record)| !matches!(record.state, ObjectState::Ignored));
+        let Some((source, commit, record)) = declared else {
+            return Ok(Response::new(proto::GetDeclaredResponse::default()));
+        };
+        let object_json = serde_json::to_string(&record.desired)
+            .map_err(|error| Status::internal(error.to_string()))?;
+        Ok(Response::new(proto::GetDeclaredResponse {
+            declared: true,
+            object_json,
+            source: Some(source_ref_to(&source)),
+            file: record.file,
+            commit,
+            compare_fields: record.compare_fields,
+        }))
+    }
+}

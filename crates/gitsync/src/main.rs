@@ -1,0 +1,10 @@
+//! `arbor-gitsync`: parses its flags and runs the controllers.
+
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = arbor_gitsync::run::Args::parse();
+    arbor_gitsync::run::run(args).await?;
+    Ok(())
+}

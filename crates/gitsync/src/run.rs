@@ -1,0 +1,265 @@
+//! The process: flags → settings → client, admin server, leadership → controllers and the
+//! `SyncService` gRPC server, with graceful shutdown around them.
+//!
+//! Flag combinations that seeds/002 rules out (`--namespace` with `--gittrack-mode=Disabled`, or
+//! with `--clustergittrack-mode=IncludeNamespaced`, which is the default; both modes Disabled)
+//! stop the process before it connects to anything, with the policy's message saying which flag
+//! to set. With leader election on, only the leader runs the controllers; losing the Lease ends
+//! the process with an error so the replica restarts as a candidate.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arbor_policy::keys::{Keys, ManagementLabel};
+use arbor_policy::ownership::{FlagError, WatchScope};
+use arbor_runtime::component::{Component, StartError};
+use arbor_runtime::flags::{CommonArgs, parse_duration};
+use kube::runtime::events::{Recorder, Reporter};
+use tokio::task::JoinHandle;
+
+use crate::apply::{Applier, Discovery};
+use crate::controller::metrics::Metrics;
+use crate::controller::{Context, Registry, Settings, reconcile};
+use crate::fetch::{FetchSettings, Fetcher};
+use crate::grpc::SyncServiceImpl;
+
+/// `arbor-gitsync`'s flags.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "arbor-gitsync",
+    about = "Keeps the cluster in the state that GitTracks and ClusterGitTracks declare."
+)]
+pub struct Args {
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// Whether this instance manages GitTracks: Disabled or Enabled.
+    #[arg(long, env = "ARBOR_GITTRACK_MODE", default_value = "Disabled")]
+    pub gittrack_mode: String,
+
+    /// How this instance manages ClusterGitTracks: Disabled, IncludeNamespaced or
+    /// ExcludeNamespaced.
+    #[arg(
+        long,
+        env = "ARBOR_CLUSTERGITTRACK_MODE",
+        default_value = "IncludeNamespaced"
+    )]
+    pub clustergittrack_mode: String,
+
+    /// Restrict the instance to the GitTracks and GitTrackObjects of one namespace ("" for all;
+    /// for use with --gittrack-mode=Enabled).
+    #[arg(long, env = "ARBOR_NAMESPACE", default_value = "")]
+    pub namespace: String,
+
+    /// The largest fraction of a source's objects one round may delete without the source's
+    /// allow-mass-prune annotation.
+    #[arg(long, env = "ARBOR_MAX_PRUNE_FRACTION", default_value_t = 0.5, value_parser = parse_fraction)]
+    pub max_prune_fraction: f64,
+
+    /// How often every object is compared with git, so drift is repaired without an observer.
+    #[arg(long, env = "ARBOR_RESYNC_PERIOD", default_value = "10m", value_parser = parse_duration)]
+    pub resync_period: Duration,
+
+    /// The label that lets Arbor update or delete an object, as `key=value`.
+    #[arg(long, env = "ARBOR_MANAGEMENT_LABEL", default_value = "arbor.dev/managed=enabled", value_parser = parse_label)]
+    pub management_label: ManagementLabel,
+
+    /// Where repositories are cached.
+    #[arg(long, env = "ARBOR_CACHE_DIR", default_value = "/var/cache/arbor")]
+    pub cache_dir: PathBuf,
+}
+
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    let fraction: f64 = text
+        .parse()
+        .map_err(|_| format!("invalid fraction {text:?}: use a number between 0 and 1"))?;
+    if (0.0..=1.0).contains(&fraction) {
+        Ok(fraction)
+    } else {
+        Err(format!(
+            "invalid fraction {text:?}: use a number between 0 and 1"
+        ))
+    }
+}
+
+fn parse_label(text: &str) -> Result<ManagementLabel, String> {
+    ManagementLabel::parse(text).map_err(|error| error.to_string())
+}
+
+impl Args {
+    /// The controllers' settings; refuses the flag combinations the seed rules out.
+    pub fn settings(&self) -> Result<Settings, RunError> {
+        let scope = WatchScope::parse_flags(
+            &self.gittrack_mode,
+            &self.clustergittrack_mode,
+            &self.namespace,
+        )?;
+        Ok(Settings {
+            scope,
+            label: self.management_label.clone(),
+            keys: Keys::default(),
+            max_prune_fraction: self.max_prune_fraction,
+            resync_period: self.resync_period,
+            cache_dir: self.cache_dir.clone(),
+            fetch: FetchSettings::default(),
+            crd_patience: Duration::from_secs(30),
+        })
+    }
+}
+
+/// Why the process stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Flags(#[from] FlagError),
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error(transparent)]
+    Grpc(#[from] arbor_runtime::grpc::GrpcError),
+    #[error("cannot create the cache directory {path}: {source}")]
+    CacheDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("lost the leader lease; restarting as a candidate")]
+    LostLeadership,
+}
+
+/// Runs until a signal (or loss of leadership).
+pub async fn run(args: Args) -> Result<(), RunError> {
+    let settings = args.settings()?;
+    let component = Component::start("gitsync", args.common.clone()).await?;
+    let Some(running) = start(component, settings).await? else {
+        return Ok(());
+    };
+    running.wait().await
+}
+
+/// A running instance.
+pub struct Running {
+    component: Component,
+    leadership: Option<arbor_runtime::lease::Leadership>,
+    tasks: Vec<JoinHandle<()>>,
+    grpc_addr: SocketAddr,
+    ctx: Context,
+}
+
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running")
+            .field("grpc_addr", &self.grpc_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Starts an instance on `component` (tests build it with `Component::with_client`). Returns
+/// `None` when shut down while waiting for leadership.
+pub async fn start(
+    mut component: Component,
+    settings: Settings,
+) -> Result<Option<Running>, RunError> {
+    std::fs::create_dir_all(&settings.cache_dir).map_err(|source| RunError::CacheDir {
+        path: settings.cache_dir.clone(),
+        source,
+    })?;
+    let metrics = Arc::new(Metrics::register(component.metrics()?));
+    let ready = component.readiness().gate("gitsync-controllers");
+    component.serve_admin().await?;
+    let leadership = component.campaign();
+    let token = component.shutdown().token();
+    if let Some(leadership) = &leadership {
+        tokio::select! {
+            () = leadership.acquired() => {}
+            () = token.cancelled() => return Ok(None),
+        }
+    }
+    let client = component.client();
+    let (registry, triggers) = Registry::new();
+    let reporter = Reporter {
+        controller: "arbor-gitsync".into(),
+        instance: component.args().leader_election.identity.clone(),
+    };
+    let ctx = Context {
+        client: client.clone(),
+        fetcher: Fetcher::new(&settings.cache_dir, settings.fetch.clone()),
+        applier: Applier::new(Discovery::new(client.clone()), settings.label.clone()),
+        settings: Arc::new(settings),
+        registry: Arc::new(registry),
+        metrics,
+        recorder: Recorder::new(client, reporter),
+    };
+    let tasks = reconcile::spawn(ctx.clone(), triggers, &token);
+
+    let server = component.grpc_server()?;
+    let (incoming, grpc_addr) = arbor_runtime::grpc::bind(component.args().grpc_addr).await?;
+    let router = server
+        .clone()
+        .add_service(SyncServiceImpl::new(ctx.clone()).into_server());
+    let serving = token.clone();
+    component.shutdown().spawn(async move {
+        tracing::info!(%grpc_addr, "serving SyncService");
+        if let Err(error) = router
+            .serve_with_incoming_shutdown(incoming, serving.cancelled_owned())
+            .await
+        {
+            tracing::error!(%error, "gRPC server stopped");
+        }
+    });
+    ready.open();
+    Ok(Some(Running {
+        component,
+        leadership,
+        tasks,
+        grpc_addr,
+        ctx,
+    }))
+}
+
+impl Running {
+    /// The address `SyncService` listens on.
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc_addr
+    }
+
+    /// The controllers' shared context (registry, settings).
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// Waits for a signal or the loss of leadership, then stops.
+    pub async fn wait(self) -> Result<(), RunError> {
+        let token = self.component.shutdown().token();
+        let lost = async {
+            match &self.leadership {
+                Some(leadership) => leadership.lost().await,
+                None => std::future::pending().await,
+            }
+        };
+        let outcome = tokio::select! {
+            () = token.cancelled() => Ok(()),
+            () = lost => Err(RunError::LostLeadership),
+        };
+        self.stop().await;
+        outcome
+    }
+
+    /// Stops the controllers and the servers, and releases the Lease.
+    pub async fn stop(self) {
+        self.component.shutdown().trigger();
+        for task in self.tasks {
+            if tokio::time::timeout(Duration::from_secs(10), task)
+                .await
+                .is_err()
+            {
+                tracing::warn!("a controller did not stop in time");
+            }
+        }
+        if let Some(leadership) = self.leadership {
+            leadership.finished().await;
+        }
+        self.component.shutdown().drain().await;
+    }
+}

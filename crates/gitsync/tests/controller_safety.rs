@@ -1,0 +1,413 @@
+//! The safety rules: a broken commit deletes nothing, mass pruning waits for an explicit
+//! allowance, an unserved kind or a failing object stops nothing else, CRDs come first, and a
+//! deleted source takes only labelled objects with it (or none with `deletionPolicy: Orphan`).
+
+mod controller_support;
+
+use arbor_api::condition::{find_condition, reasons, types};
+use arbor_api::{ClusterGitTrack, GitTrack};
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use serde_json::json;
+
+use controller_support::*;
+
+#[tokio::test]
+async fn a_commit_that_does_not_parse_keeps_the_last_good_state_and_deletes_nothing()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    for name in ["a", "b", "c"] {
+        repo.write(&format!("{name}.yaml"), &configmap(None, name, "1"))?;
+    }
+    let good = repo.commit("good")?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &good).await?;
+
+    repo.remove("c.yaml")?;
+    repo.write("broken.yaml", "kind: [")?;
+    repo.commit("broken")?;
+    let status = eventually("the parse error on the status", || async {
+        instance.request_round(&source);
+        let status = cluster.status(&source).await?.unwrap_or_default();
+        Ok(status
+            .errors
+            .iter()
+            .any(|error| error.code == "ARB1001")
+            .then_some(status))
+    })
+    .await?;
+    let error = status
+        .errors
+        .iter()
+        .find(|error| error.code == "ARB1001")
+        .unwrap();
+    assert_eq!(error.file.as_deref(), Some("broken.yaml"));
+    assert_eq!(status.observed_commit.as_deref(), Some(good.as_str()));
+    let stalled = find_condition(&status.conditions, types::STALLED).expect("stalled");
+    assert_eq!(stalled.reason, reasons::PARSE_FAILED);
+    instance.rounds(&source, 2).await;
+    assert!(
+        cluster.exists(&cluster.configmaps("foo"), "c").await?,
+        "nothing is deleted on a broken commit"
+    );
+    instance.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn pruning_more_than_the_fraction_waits_for_the_allow_annotation() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    for name in ["a", "b", "c", "d"] {
+        repo.write(&format!("{name}.yaml"), &configmap(None, name, "1"))?;
+    }
+    let first = repo.commit("four")?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &first).await?;
+
+    for name in ["b", "c", "d"] {
+        repo.remove(&format!("{name}.yaml"))?;
+    }
+    repo.commit("remove three of four")?;
+    let status = eventually("the prune to be blocked", || async {
+        instance.request_round(&source);
+        let status = cluster.status(&source).await?.unwrap_or_default();
+        let blocked = find_condition(&status.conditions, types::STALLED)
+            .is_some_and(|stalled| stalled.reason == reasons::MASS_PRUNE_BLOCKED);
+        Ok(blocked.then_some(status))
+    })
+    .await?;
+    let stalled = find_condition(&status.conditions, types::STALLED).unwrap();
+    assert!(
+        stalled.message.contains("3 of the source's 4"),
+        "{}",
+        stalled.message
+    );
+    assert!(
+        stalled.message.contains("arbor.dev/allow-mass-prune"),
+        "{}",
+        stalled.message
+    );
+    instance.rounds(&source, 2).await;
+    for name in ["a", "b", "c", "d"] {
+        assert!(
+            cluster.exists(&cluster.configmaps("foo"), name).await?,
+            "{name} kept while blocked"
+        );
+    }
+
+    let sources: Api<GitTrack> = Api::namespaced(cluster.client.clone(), "foo");
+    sources
+        .patch(
+            "apps",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"arbor.dev/allow-mass-prune": "true"}}}),
+            ),
+        )
+        .await?;
+    for name in ["b", "c", "d"] {
+        cluster
+            .gone(&instance, &source, &cluster.configmaps("foo"), name)
+            .await?;
+    }
+    assert!(cluster.exists(&cluster.configmaps("foo"), "a").await?);
+    instance.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_round_that_deletes_every_namespace_is_blocked() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("apps").await?;
+    let repo = Repo::new()?;
+    for namespace in ["team-a", "team-b"] {
+        repo.write(
+            &format!("{namespace}.yaml"),
+            &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n"),
+        )?;
+    }
+    for name in ["a", "b", "c", "d", "e", "f"] {
+        repo.write(&format!("{name}.yaml"), &configmap(Some("apps"), name, "1"))?;
+    }
+    let first = repo.commit("namespaces and configmaps")?;
+    let instance = cluster.instance(&[]).await?;
+    let source = cluster
+        .create_cluster_gittrack("platform", &repo, "Flat")
+        .await?;
+    cluster.synced(&instance, &source, &first).await?;
+    let namespaces = cluster.api("v1", "Namespace", "namespaces", None);
+    assert!(cluster.exists(&namespaces, "team-a").await?);
+
+    repo.remove("team-a.yaml")?;
+    repo.remove("team-b.yaml")?;
+    repo.commit("remove both namespaces")?;
+    let status = eventually("the prune to be blocked", || async {
+        instance.request_round(&source);
+        let status = cluster.status(&source).await?.unwrap_or_default();
+        let stalled = find_condition(&status.conditions, types::STALLED).cloned();
+        Ok(stalled.filter(|stalled| stalled.reason == reasons::MASS_PRUNE_BLOCKED))
+    })
+    .await?;
+    assert!(
+        status.message.contains("all 2 namespaces"),
+        "{}",
+        status.message
+    );
+    assert!(cluster.exists(&namespaces, "team-a").await?);
+    assert!(cluster.exists(&namespaces, "team-b").await?);
+    instance.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_unserved_kind_is_an_error_on_that_kind_alone() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write(
+        "widget.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n  size: 1\n",
+    )?;
+    repo.write("app.yaml", &configmap(None, "app", "1"))?;
+    let commit = repo.commit("widget and configmap")?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    let status = cluster.synced(&instance, &source, &commit).await?;
+    assert!(cluster.exists(&cluster.configmaps("foo"), "app").await?);
+    let error = status
+        .errors
+        .iter()
+        .find(|error| error.code == "ARB3003")
+        .expect("ARB3003");
+    assert!(error.message.contains("Widget"), "{}", error.message);
+    assert_eq!(error.file.as_deref(), Some("widget.yaml"));
+    let ready = find_condition(&status.conditions, types::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", reasons::KIND_NOT_SERVED)
+    );
+    instance.stop().await;
+    Ok(())
+}
+
+const WIDGET_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names:
+    plural: widgets
+    singular: widget
+    kind: Widget
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+";
+
+#[tokio::test]
+async fn a_custom_resource_definition_is_applied_and_served_before_its_objects()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let repo = Repo::new()?;
+    repo.write("a-widget.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: shop\nspec:\n  size: 1\n")?;
+    repo.write(
+        "b-namespace.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n",
+    )?;
+    repo.write("c-crd.yaml", WIDGET_CRD)?;
+    let commit = repo.commit("crd, namespace and widget")?;
+    let instance = cluster.instance(&[]).await?;
+    let source = cluster
+        .create_cluster_gittrack("platform", &repo, "Flat")
+        .await?;
+    let status = cluster.synced(&instance, &source, &commit).await?;
+    assert!(status.errors.is_empty(), "{:?}", status.errors);
+    let widgets = cluster.api("example.com/v1", "Widget", "widgets", Some("shop"));
+    assert_eq!(widgets.get("w").await?.data["spec"]["size"], 1);
+    instance.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_object_that_fails_to_apply_does_not_stop_the_others() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("a.yaml", &configmap(Some("missing"), "lost", "1"))?;
+    repo.write("b.yaml", &configmap(Some("foo"), "kept", "1"))?;
+    let commit = repo.commit("one into a missing namespace")?;
+    let instance = cluster.instance(&[]).await?;
+    let source = cluster
+        .create_cluster_gittrack("platform", &repo, "Flat")
+        .await?;
+    let status = cluster.synced(&instance, &source, &commit).await?;
+    assert!(cluster.exists(&cluster.configmaps("foo"), "kept").await?);
+    let error = status
+        .errors
+        .iter()
+        .find(|error| error.code == "ARB3004")
+        .expect("ARB3004");
+    assert_eq!(error.object.as_deref(), Some("ConfigMap/missing/lost"));
+    let ready = find_condition(&status.conditions, types::READY).unwrap();
+    assert_eq!(ready.reason, reasons::APPLY_FAILED);
+    instance.stop().await;
+    Ok(())
+}
+
+/// A ClusterGitTrack with two ConfigMaps; the label is then removed from `hand-kept`.
+async fn two_configmaps(
+    cluster: &Cluster,
+    instance: &Instance,
+    deletion_policy: &str,
+) -> anyhow::Result<()> {
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("a.yaml", &configmap(Some("foo"), "managed", "1"))?;
+    repo.write("b.yaml", &configmap(Some("foo"), "hand-kept", "1"))?;
+    let commit = repo.commit("two")?;
+    let api: Api<ClusterGitTrack> = Api::all(cluster.client.clone());
+    api.create(
+        &Default::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "arbor.dev/v1alpha1", "kind": "ClusterGitTrack",
+            "metadata": {"name": "platform"},
+            "spec": {"repository": repo.url(), "reference": {"branch": "main"}, "layout": "Flat",
+                     "pollInterval": "1h", "deletionPolicy": deletion_policy},
+        }))?,
+    )
+    .await?;
+    let source = arbor_api::keys::SourceRef::ClusterGitTrack {
+        name: "platform".into(),
+    };
+    cluster.synced(instance, &source, &commit).await?;
+    cluster
+        .edit(
+            &cluster.configmaps("foo"),
+            "hand-kept",
+            json!({"metadata": {"labels": {LABEL: null}}}),
+        )
+        .await?;
+    api.delete("platform", &DeleteParams::default()).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn deleting_a_source_deletes_only_its_labelled_objects() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let instance = cluster.instance(&[]).await?;
+    two_configmaps(&cluster, &instance, "Delete").await?;
+    let configmaps = cluster.configmaps("foo");
+    eventually("the labelled ConfigMap to be deleted", || async {
+        Ok((!cluster.exists(&configmaps, "managed").await?).then_some(()))
+    })
+    .await?;
+    assert!(cluster.exists(&configmaps, "hand-kept").await?);
+    instance.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn deletion_policy_orphan_leaves_every_object_when_the_source_is_deleted()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let instance = cluster.instance(&[]).await?;
+    two_configmaps(&cluster, &instance, "Orphan").await?;
+    let tracking = cluster.api(
+        "arbor.dev/v1alpha1",
+        "GitTrackObject",
+        "gittrackobjects",
+        Some("foo"),
+    );
+    eventually("the tracking objects to go", || async {
+        Ok((!cluster.exists(&tracking, "configmap.managed").await?).then_some(()))
+    })
+    .await?;
+    assert!(
+        cluster
+            .exists(&cluster.configmaps("foo"), "managed")
+            .await?
+    );
+    assert!(
+        cluster
+            .exists(&cluster.configmaps("foo"), "hand-kept")
+            .await?
+    );
+    instance.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_conflict_or_server_error_on_one_object_does_not_stop_the_others() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    for namespace in ["conflict", "broken", "fine"] {
+        cluster.namespace(namespace).await?;
+    }
+    let faults = cluster.emu.faults();
+    faults.inject(
+        arbor_kube_emu::faults::Fault::status(409)
+            .verbs(&["patch"])
+            .resources(&["configmaps"])
+            .namespaces(&["conflict"]),
+    );
+    faults.inject(
+        arbor_kube_emu::faults::Fault::status(500)
+            .verbs(&["patch"])
+            .resources(&["configmaps"])
+            .namespaces(&["broken"]),
+    );
+    let repo = Repo::new()?;
+    for namespace in ["conflict", "broken", "fine"] {
+        repo.write(
+            &format!("{namespace}.yaml"),
+            &configmap(Some(namespace), "app", "1"),
+        )?;
+    }
+    let commit = repo.commit("three namespaces")?;
+    let instance = cluster.instance(&[]).await?;
+    let source = cluster
+        .create_cluster_gittrack("platform", &repo, "Flat")
+        .await?;
+    let status = cluster.synced(&instance, &source, &commit).await?;
+    assert!(cluster.exists(&cluster.configmaps("fine"), "app").await?);
+    let failed: Vec<&str> = status
+        .errors
+        .iter()
+        .filter(|error| error.code == "ARB3004")
+        .filter_map(|error| error.object.as_deref())
+        .collect();
+    assert_eq!(failed, ["ConfigMap/broken/app", "ConfigMap/conflict/app"]);
+
+    // Once the server behaves, the same commit is applied in full at the next round.
+    faults.clear();
+    for namespace in ["conflict", "broken"] {
+        eventually(&format!("the ConfigMap in {namespace}"), || async {
+            instance.request_round(&source);
+            Ok(cluster
+                .exists(&cluster.configmaps(namespace), "app")
+                .await?
+                .then_some(()))
+        })
+        .await?;
+    }
+    instance.stop().await;
+    Ok(())
+}
