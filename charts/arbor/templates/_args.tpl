@@ -5,7 +5,10 @@ ownership modes, everyone on the domain and the management label) read one sourc
 Context of each helper: dict "root" $ "name" <component>.
 */}}
 
-{{/* Flags every controller takes: admin and gRPC listeners, logging, mutual TLS, leases. */}}
+{{/*
+Flags every component takes: admin and gRPC listeners, logging, mutual TLS; and leases, for
+the controllers only: every webhook replica answers admission requests, none is elected.
+*/}}
 {{- define "arbor.args.common" -}}
 {{- $values := index .root.Values .name -}}
 - --admin-addr
@@ -22,10 +25,12 @@ Context of each helper: dict "root" $ "name" <component>.
 - /etc/arbor/tls/tls.key
 - --tls-client-ca
 - /etc/arbor/tls/ca.crt
+{{- if ne .name "webhook" }}
 - --leader-election
 - {{ $values.leaderElection | quote }}
 - --lease-name
 - {{ include "arbor.componentName" . }}
+{{- end }}
 {{- end -}}
 
 {{- define "arbor.args.gitsync" -}}
@@ -48,11 +53,16 @@ Context of each helper: dict "root" $ "name" <component>.
 - /var/cache/arbor
 {{- end -}}
 
+{{/* Where the hierarchy configuration ConfigMap is mounted in hierarchy and webhook pods. */}}
+{{- define "arbor.hierarchyConfigPath" -}}
+/etc/arbor/hierarchy/config.yaml
+{{- end -}}
+
 {{- define "arbor.args.hierarchy" -}}
 - --domain
 - {{ .root.Values.domain }}
 - --config
-- /etc/arbor/hierarchy/config.yaml
+- {{ include "arbor.hierarchyConfigPath" . }}
 {{- end -}}
 
 {{- define "arbor.args.observer" -}}
@@ -75,6 +85,11 @@ Context of each helper: dict "root" $ "name" <component>.
 {{- join "," $kinds -}}
 {{- end -}}
 
+{{- /*
+The webhook judges what gitsync and hierarchy do, so it gets their settings: the ownership
+modes and namespace (gitsync's), the management label (gitsync's and the observer's), the
+domain and the hierarchy configuration file with its naming policies (hierarchy's).
+*/ -}}
 {{- define "arbor.args.webhook" -}}
 {{- $root := .root -}}
 - --webhook-addr
@@ -87,16 +102,26 @@ Context of each helper: dict "root" $ "name" <component>.
 - {{ $root.Values.ownership.clusterGitTrackMode }}
 - --gittrack-mode
 - {{ $root.Values.ownership.gitTrackMode }}
+{{- with $root.Values.ownership.namespace }}
+- --namespace
+- {{ . }}
+{{- end }}
 - --domain
 - {{ $root.Values.domain }}
+- --management-label
+- {{ $root.Values.managementLabel }}
+- --hierarchy-config
+- {{ include "arbor.hierarchyConfigPath" . }}
 - --allow-cascading-deletion
 - {{ $root.Values.webhook.allowCascadingDeletion | quote }}
 - --prevent-drift
 - {{ $root.Values.webhook.preventDrift | quote }}
+- --drift-unreachable
+- {{ $root.Values.webhook.driftUnreachable }}
 - --gitsync-addr
 - {{ include "arbor.gitsyncAddr" . }}
-{{- with include "arbor.writerServiceAccounts" . }}
+{{- if $root.Values.webhook.preventDrift }}
 - --arbor-service-accounts
-- {{ . }}
+- {{ include "arbor.writerServiceAccounts" . }}
 {{- end }}
 {{- end -}}

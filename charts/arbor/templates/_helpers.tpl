@@ -86,14 +86,16 @@ app.kubernetes.io/component: {{ .name }}
 {{- end -}}
 {{- end -}}
 
-{{/* Service accounts of Arbor's writers, as the webhook's --arbor-service-accounts. */}}
+{{/*
+Service accounts of Arbor's writers, as the webhook's --arbor-service-accounts: all three,
+whether or not this release deploys them, so that drift prevention never refuses a writer
+because it was switched on later (a name without an account matches no request).
+*/}}
 {{- define "arbor.writerServiceAccounts" -}}
 {{- $root := .root -}}
 {{- $accounts := list -}}
 {{- range $name := list "gitsync" "hierarchy" "observer" -}}
-{{- if (index $root.Values $name).enabled -}}
 {{- $accounts = append $accounts (printf "system:serviceaccount:%s:%s" $root.Release.Namespace (include "arbor.componentName" (dict "root" $root "name" $name))) -}}
-{{- end -}}
 {{- end -}}
 {{- join "," $accounts -}}
 {{- end -}}
@@ -102,6 +104,11 @@ app.kubernetes.io/component: {{ .name }}
 {{- define "arbor.managementLabelSelector" -}}
 {{- $parts := splitn "=" 2 .Values.managementLabel -}}
 {{ $parts._0 }}: {{ $parts._1 | quote }}
+{{- end -}}
+
+{{/* The hierarchy configuration's ConfigMap, shared by hierarchy and webhook pods. */}}
+{{- define "arbor.hierarchyConfigMapName" -}}
+{{- printf "%s-config" (include "arbor.componentName" (dict "root" . "name" "hierarchy")) -}}
 {{- end -}}
 
 {{/* Secret names. */}}

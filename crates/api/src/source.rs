@@ -226,6 +226,22 @@ pub mod secret_keys {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 pub struct SecretRef {
     pub name: String,
+    /// Never valid: a GitTrack reads secrets from its own namespace. The field is part of the
+    /// schema only so that a namespace written here is refused by validation instead of being
+    /// pruned by the API server, which would leave the author believing another namespace's
+    /// secret is read. A ClusterGitTrack names the secret's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+impl SecretRef {
+    /// A reference to the secret `name` in the GitTrack's namespace.
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            namespace: None,
+        }
+    }
 }
 
 /// A secret anywhere: ClusterGitTracks have no namespace of their own.
@@ -250,10 +266,18 @@ impl SecretReference for SecretRef {
     }
 
     fn validate(&self, field: &str) -> Vec<FieldError> {
-        check_object_name(&format!("{field}.name"), &self.name)
+        let mut errors: Vec<FieldError> = check_object_name(&format!("{field}.name"), &self.name)
             .err()
             .into_iter()
-            .collect()
+            .collect();
+        if self.namespace.is_some() {
+            errors.push(FieldError::forbidden(
+                format!("{field}.namespace"),
+                "a GitTrack reads secrets from its own namespace; remove the field (a \
+                 ClusterGitTrack names the namespace of its secret)",
+            ));
+        }
+        errors
     }
 }
 
@@ -541,14 +565,14 @@ mod tests {
         let mut ssh_on_https = spec("https://h/r");
         ssh_on_https.auth = Some(GitAuth {
             type_: AuthType::Ssh,
-            secret_ref: SecretRef { name: "key".into() },
+            secret_ref: SecretRef::named("key"),
         });
         assert_eq!(refused_fields(ssh_on_https.validate()), ["spec.auth.type"]);
 
         let mut token_on_ssh = spec("git@h:r");
         token_on_ssh.auth = Some(GitAuth {
             type_: AuthType::Token,
-            secret_ref: SecretRef { name: "tok".into() },
+            secret_ref: SecretRef::named("tok"),
         });
         assert_eq!(refused_fields(token_on_ssh.validate()), ["spec.auth.type"]);
     }
@@ -625,9 +649,28 @@ mod tests {
 
     #[test]
     fn namespaced_secret_ref_is_found_next_to_its_gittrack() {
-        let secret = SecretRef {
-            name: "creds".into(),
-        };
+        let secret = SecretRef::named("creds");
         assert_eq!(secret.locate(Some("team-a")), (Some("team-a"), "creds"));
+    }
+
+    #[test]
+    fn a_gittrack_secret_ref_naming_a_namespace_is_forbidden() {
+        let mut s: GitSourceSpec<SecretRef> = serde_json::from_value(serde_json::json!({
+            "repository": "https://h/r",
+            "reference": {"branch": "main"},
+            "auth": {"type": "Token", "secretRef": {"name": "tok", "namespace": "other"}},
+        }))
+        .unwrap();
+        let errors = s.validate().unwrap_err();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].to_string().starts_with(
+                "spec.auth.secretRef.namespace: Forbidden: a GitTrack reads secrets from its own namespace"
+            ),
+            "{}",
+            errors[0]
+        );
+        s.auth.as_mut().unwrap().secret_ref.namespace = None;
+        assert_eq!(s.validate(), Ok(()));
     }
 }

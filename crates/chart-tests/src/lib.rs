@@ -7,6 +7,10 @@
 //!   kind (deserialised into the k8s-openapi type, with unknown fields reported), and the
 //!   chart's promises hold: hardened containers, probes, resources, the flags each binary
 //!   takes, one CA behind the webhook and gRPC certificates, least-privilege RBAC;
+//! - `webhook_flags.rs`: the webhook's rendered flags are ones `arbor-webhook` parses into
+//!   valid settings, with the hierarchy configuration the chart mounts;
+//! - `emulator.rs`: the rendered objects apply to `arbor-kube-emu` with server-side apply,
+//!   and the CRDs' kinds and the webhook configuration (with its CA bundle) are served;
 //! - `deploy.rs`: `deploy/arbor.yaml` is what `make chart` renders today;
 //! - `dockerfiles.rs`: each image in `docker/` builds a package and binary the workspace has.
 //!

@@ -5,11 +5,11 @@ mod common;
 
 use arbor_policy::keys::Keys;
 use arbor_policy::propagation::PropagationConfig;
-use common::manifest::{Manifest, Rendered, render};
+use common::manifest::{Manifest, render};
 use common::value_sets::{self, ValueSet};
-use common::workload::{assert_flags, component_name};
+use common::workload::{assert_flags, component_name, hierarchy_config};
 use common::{COMPONENTS, NAMESPACE, workspace_root};
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -180,18 +180,6 @@ fn the_service_monitor_scrapes_the_metrics_services() {
             .is_empty(),
         "off by default"
     );
-}
-
-fn hierarchy_config(rendered: &Rendered) -> String {
-    let config_map: ConfigMap = rendered.get(
-        "ConfigMap",
-        &format!("{}-config", component_name("hierarchy")),
-    );
-    config_map
-        .data
-        .unwrap_or_default()
-        .remove("config.yaml")
-        .expect("the ConfigMap holds config.yaml")
 }
 
 #[test]

@@ -68,3 +68,43 @@ fn schema_rejects_a_management_label_without_a_value() {
     );
     assert_schema_rejects(&set, "managementLabel");
 }
+
+#[test]
+fn schema_rejects_a_namespace_restriction_with_clustergittracks_including_namespaced_objects() {
+    // gitsync and the webhook refuse --namespace with --clustergittrack-mode=IncludeNamespaced
+    // (arbor-policy's WatchScope::from_flags); the schema says so before a pod crash-loops.
+    let set = ValueSet::new(
+        "namespace with IncludeNamespaced",
+        &[
+            "ownership.namespace=team-a",
+            "ownership.clusterGitTrackMode=IncludeNamespaced",
+        ],
+    );
+    assert_schema_rejects(&set, "ownership.clusterGitTrackMode");
+    let set = ValueSet::new(
+        "namespace without GitTracks",
+        &[
+            "ownership.namespace=team-a",
+            "ownership.gitTrackMode=Disabled",
+            "ownership.clusterGitTrackMode=ExcludeNamespaced",
+        ],
+    );
+    assert_schema_rejects(&set, "ownership.gitTrackMode");
+    let set = ValueSet::new(
+        "nothing served",
+        &[
+            "ownership.gitTrackMode=Disabled",
+            "ownership.clusterGitTrackMode=Disabled",
+        ],
+    );
+    assert_schema_rejects(&set, "ownership");
+    let allowed = ValueSet::new(
+        "namespace with ExcludeNamespaced",
+        &[
+            "ownership.namespace=team-a",
+            "ownership.clusterGitTrackMode=ExcludeNamespaced",
+        ],
+    );
+    let lint = helm::lint(&allowed.args).expect("helm runs");
+    assert!(lint.success, "{}{}", lint.stdout, lint.stderr);
+}

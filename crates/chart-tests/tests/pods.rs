@@ -129,10 +129,9 @@ fn every_deployment_probes_health_on_the_admin_port_and_bounds_its_resources() {
 }
 
 #[test]
-fn every_controller_takes_the_common_flags_and_its_pod_identity_from_the_downward_api() {
+fn every_component_takes_the_common_flags_and_each_controller_its_lease_and_pod_identity() {
     let rendered = render(&value_sets::defaults());
     for component in COMPONENTS {
-        let lease = component_name(component);
         assert_flags(
             &rendered,
             component,
@@ -144,8 +143,6 @@ fn every_controller_takes_the_common_flags_and_its_pod_identity_from_the_downwar
                 ("--tls-cert", "/etc/arbor/tls/tls.crt"),
                 ("--tls-key", "/etc/arbor/tls/tls.key"),
                 ("--tls-client-ca", "/etc/arbor/tls/ca.crt"),
-                ("--leader-election", "true"),
-                ("--lease-name", &lease),
             ],
         );
         let container = container(&rendered, component);
@@ -155,17 +152,39 @@ fn every_controller_takes_the_common_flags_and_its_pod_identity_from_the_downwar
             "{component}: image from image.registry and the appVersion"
         );
         let env = container.env.clone().unwrap_or_default();
-        for (variable, field) in [
-            ("POD_NAME", "metadata.name"),
-            ("POD_NAMESPACE", "metadata.namespace"),
-        ] {
-            let from = env
-                .iter()
-                .find(|var| var.name == variable)
-                .and_then(|var| var.value_from.clone())
-                .and_then(|from| from.field_ref)
-                .unwrap_or_else(|| panic!("{component}: {variable} is not from the downward API"));
-            assert_eq!(from.field_path, field, "{component}: {variable}");
+        if component == "webhook" {
+            // Every webhook replica answers admission requests; none is elected, so neither
+            // the lease flags nor the pod identity they use are passed.
+            let args = args(&rendered, component);
+            for flag in ["--leader-election", "--lease-name"] {
+                assert_eq!(
+                    flag_value(&args, flag),
+                    None,
+                    "the webhook is passed {flag}"
+                );
+            }
+            assert!(env.is_empty(), "the webhook needs no pod identity: {env:?}");
+        } else {
+            let lease = component_name(component);
+            assert_flags(
+                &rendered,
+                component,
+                &[("--leader-election", "true"), ("--lease-name", &lease)],
+            );
+            for (variable, field) in [
+                ("POD_NAME", "metadata.name"),
+                ("POD_NAMESPACE", "metadata.namespace"),
+            ] {
+                let from = env
+                    .iter()
+                    .find(|var| var.name == variable)
+                    .and_then(|var| var.value_from.clone())
+                    .and_then(|from| from.field_ref)
+                    .unwrap_or_else(|| {
+                        panic!("{component}: {variable} is not from the downward API")
+                    });
+                assert_eq!(from.field_path, field, "{component}: {variable}");
+            }
         }
         let grpc = container
             .ports
@@ -226,14 +245,6 @@ fn each_controller_takes_its_own_flags() {
             ("--management-label", "arbor.dev/managed=enabled"),
         ],
     );
-    let writers = ["gitsync", "hierarchy", "observer"]
-        .map(|component| {
-            format!(
-                "system:serviceaccount:{NAMESPACE}:{}",
-                component_name(component)
-            )
-        })
-        .join(",");
     assert_flags(
         &rendered,
         "webhook",
@@ -244,12 +255,57 @@ fn each_controller_takes_its_own_flags() {
             ("--clustergittrack-mode", "IncludeNamespaced"),
             ("--gittrack-mode", "Enabled"),
             ("--domain", "arbor.dev"),
+            ("--management-label", "arbor.dev/managed=enabled"),
+            ("--hierarchy-config", "/etc/arbor/hierarchy/config.yaml"),
             ("--allow-cascading-deletion", "false"),
             ("--prevent-drift", "false"),
+            ("--drift-unreachable", "allow"),
             ("--gitsync-addr", &gitsync_addr),
-            ("--arbor-service-accounts", &writers),
         ],
     );
+}
+
+#[test]
+fn with_drift_prevention_the_webhook_lets_all_of_arbors_writers_through() {
+    let writers = ["gitsync", "hierarchy", "observer"]
+        .map(|component| {
+            format!(
+                "system:serviceaccount:{NAMESPACE}:{}",
+                component_name(component)
+            )
+        })
+        .join(",");
+    let without = render(&value_sets::defaults());
+    assert_eq!(
+        flag_value(&args(&without, "webhook"), "--arbor-service-accounts"),
+        None,
+        "without drift prevention nobody needs letting through"
+    );
+    // Even the writers this release does not deploy: drift prevention must not refuse them
+    // when they are deployed later, or by another release in this namespace.
+    for set in [
+        ValueSet::new("drift prevention", &["webhook.preventDrift=true"]),
+        ValueSet::new(
+            "drift prevention, webhook alone",
+            &[
+                "webhook.preventDrift=true",
+                "webhook.driftUnreachable=deny",
+                "gitsync.enabled=false",
+                "hierarchy.enabled=false",
+                "observer.enabled=false",
+            ],
+        ),
+    ] {
+        let rendered = render(&set);
+        assert_flags(
+            &rendered,
+            "webhook",
+            &[
+                ("--prevent-drift", "true"),
+                ("--arbor-service-accounts", &writers),
+            ],
+        );
+    }
 }
 
 #[test]
@@ -258,6 +314,7 @@ fn the_paths_the_flags_name_are_mounted() {
     for (component, mount_path) in [
         ("gitsync", "/var/cache/arbor"),
         ("hierarchy", "/etc/arbor/hierarchy"),
+        ("webhook", "/etc/arbor/hierarchy"),
         ("webhook", "/etc/arbor/webhook-tls"),
     ] {
         let mounted = container(&rendered, component)
@@ -299,14 +356,26 @@ fn gitsync_and_the_webhook_read_the_same_ownership_modes() {
 }
 
 #[test]
-fn gitsync_is_restricted_to_a_namespace_only_when_one_is_set() {
+fn gitsync_and_the_webhook_are_restricted_to_a_namespace_only_when_one_is_set() {
     let defaults = render(&value_sets::defaults());
-    assert_eq!(flag_value(&args(&defaults, "gitsync"), "--namespace"), None);
-    let scoped = render(&value_sets::gitsync_only_one_namespace());
-    assert_eq!(
-        flag_value(&args(&scoped, "gitsync"), "--namespace"),
-        Some("team-a")
-    );
+    let scoped = render(&ValueSet::new(
+        "one namespace",
+        &[
+            "ownership.namespace=team-a",
+            "ownership.clusterGitTrackMode=ExcludeNamespaced",
+        ],
+    ));
+    for component in ["gitsync", "webhook"] {
+        assert_eq!(flag_value(&args(&defaults, component), "--namespace"), None);
+        assert_flags(
+            &scoped,
+            component,
+            &[
+                ("--namespace", "team-a"),
+                ("--clustergittrack-mode", "ExcludeNamespaced"),
+            ],
+        );
+    }
 }
 
 #[test]
@@ -321,7 +390,7 @@ fn the_domain_and_the_management_label_reach_every_controller_that_uses_them() {
     for component in ["hierarchy", "webhook"] {
         assert_flags(&rendered, component, &[("--domain", "accurate.cybozu.com")]);
     }
-    for component in ["gitsync", "observer"] {
+    for component in ["gitsync", "observer", "webhook"] {
         assert_flags(
             &rendered,
             component,

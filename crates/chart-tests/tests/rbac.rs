@@ -1,5 +1,6 @@
 //! Least-privilege RBAC: one ServiceAccount per component, each bound only to its own roles,
-//! leases granted only in the release namespace, the webhook read-only.
+//! leases granted only in the release namespace and only to the controllers that elect a
+//! leader, the webhook read-only.
 
 mod common;
 
@@ -102,8 +103,19 @@ fn each_component_runs_as_its_own_service_account_bound_only_to_its_own_roles() 
 }
 
 #[test]
-fn leases_are_granted_only_in_the_release_namespace() {
+fn leases_are_granted_only_in_the_release_namespace_and_never_to_the_webhook() {
     let rendered = render(&value_sets::defaults());
+    let webhook_account = component_name("webhook");
+    for binding in rendered.typed_of_kind::<RoleBinding>("RoleBinding") {
+        let subjects = binding.subjects.unwrap_or_default();
+        assert!(
+            subjects
+                .iter()
+                .all(|subject| subject.name != webhook_account),
+            "the webhook elects no leader, yet RoleBinding {:?} binds it",
+            binding.metadata.name
+        );
+    }
     for component in COMPONENTS {
         assert!(
             !grants(
@@ -114,6 +126,9 @@ fn leases_are_granted_only_in_the_release_namespace() {
             ),
             "{component}: leases are not granted cluster-wide"
         );
+        if component == "webhook" {
+            continue;
+        }
         let role: Role = rendered.get(
             "Role",
             &format!("{}-leader-election", component_name(component)),

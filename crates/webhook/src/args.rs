@@ -12,6 +12,7 @@ use arbor_policy::ownership::{
 };
 use arbor_runtime::flags::{CommonArgs, parse_duration};
 
+use crate::hierarchy_config::{HierarchyConfigError, load_rules};
 use crate::rules::drift::{DriftSettings, UnreachableAnswer};
 use crate::settings::PolicySettings;
 
@@ -51,6 +52,11 @@ pub struct Args {
     /// Arbor's annotations.
     #[arg(long, default_value = arbor_policy::keys::DEFAULT_DOMAIN)]
     pub domain: String,
+
+    /// The hierarchy configuration file arbor-hierarchy reads (Accurate's format); its
+    /// `namingPolicies` are checked when a SubNamespace is created. Without it, none apply.
+    #[arg(long, env = "ARBOR_HIERARCHY_CONFIG")]
+    pub hierarchy_config: Option<PathBuf>,
 
     /// Allow deleting a root or sub-namespace (or its SubNamespace) that has sub-namespaces.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
@@ -97,6 +103,8 @@ pub enum ArgsError {
     Domain(InvalidDomain),
     #[error("--management-label: {0}")]
     ManagementLabel(InvalidDomain),
+    #[error(transparent)]
+    HierarchyConfig(#[from] HierarchyConfigError),
     #[error("--prevent-drift true needs --gitsync-addr to ask arbor-gitsync for declared state")]
     DriftWithoutGitsync,
     #[error(
@@ -116,7 +124,8 @@ impl Args {
         let keys = Keys::for_domain(&self.domain).map_err(ArgsError::Domain)?;
         let label =
             ManagementLabel::parse(&self.management_label).map_err(ArgsError::ManagementLabel)?;
-        let mut settings = PolicySettings::new(scope, keys);
+        let rules = load_rules(self.hierarchy_config.as_deref(), &keys)?;
+        let mut settings = PolicySettings::new(scope, keys).with_rules(rules);
         settings.allow_cascading_deletion = self.allow_cascading_deletion;
         if self.prevent_drift {
             if self.gitsync_addr.is_none() {

@@ -12,9 +12,10 @@
 //! - [`policy`]: which rules concern the input, by kind (the table is in its docs), and the
 //!   [`Verdict`] listing every check; the first refusal decides.
 //! - [`rules`]: the ownership matrix (seeds/002), source specs, the namespace tree (seeds/001)
-//!   against a [`tree`] kept by reflectors, and drift prevention against the state that
-//!   arbor-gitsync declares ([`declared`], [`gitsync`]). An object a rule cannot read is
-//!   refused with the field that is wrong.
+//!   against a [`tree`] kept by reflectors, with the naming policies of the hierarchy
+//!   configuration arbor-hierarchy reads ([`hierarchy_config`]), and drift prevention
+//!   against the state that arbor-gitsync declares ([`declared`], [`gitsync`]). An object a
+//!   rule cannot read is refused with the field that is wrong.
 //! - [`server`]: HTTPS (rustls with ring) on `--webhook-addr`, `POST /validate`, with a
 //!   certificate re-read when its files change ([`tls`]); [`grpc`]: `PolicyService`
 //!   (CheckOwnership, Review) on the component's gRPC server.
@@ -29,6 +30,7 @@ pub mod args;
 pub mod declared;
 pub mod gitsync;
 pub mod grpc;
+pub mod hierarchy_config;
 pub mod metrics;
 pub mod policy;
 pub mod review;

@@ -13,7 +13,7 @@ pub struct PolicySettings {
     pub scope: WatchScope,
     /// `--domain`: the hierarchy keys and Arbor's own annotations.
     pub keys: Keys,
-    /// Naming policies for SubNamespaces (none unless a configuration provides them).
+    /// Naming policies for SubNamespaces, from `--hierarchy-config` (none without it).
     pub rules: PropagationRules,
     /// `--allow-cascading-deletion`.
     pub allow_cascading_deletion: bool,
@@ -31,5 +31,11 @@ impl PolicySettings {
             allow_cascading_deletion: false,
             drift: None,
         }
+    }
+
+    /// These settings judging SubNamespace names by `rules` (compiled for the same domain).
+    pub fn with_rules(mut self, rules: PropagationRules) -> Self {
+        self.rules = rules;
+        self
     }
 }

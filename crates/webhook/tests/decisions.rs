@@ -112,6 +112,18 @@ async fn clustergittrackobject_owned_by_a_gittrack_is_denied() {
     assert!(
         decision
             .reason
+            .starts_with("a GitTrack may not own a ClusterGitTrackObject"),
+        "an ownerReference carries no namespace, so none is named: {}",
+        decision.reason
+    );
+    assert!(
+        !decision.reason.contains("in namespace"),
+        "{}",
+        decision.reason
+    );
+    assert!(
+        decision
+            .reason
             .contains("GitTrack can never own cluster-scoped resource"),
         "{}",
         decision.reason
@@ -520,4 +532,50 @@ async fn objects_without_the_management_label_are_not_guarded() {
     let verdict = decide(&policy, edit("alice", unmanaged, Some(scaled))).await;
     assert!(verdict.allowed());
     assert!(verdict.checks.is_empty(), "{verdict:?}");
+}
+
+#[tokio::test]
+async fn a_sub_namespace_name_breaking_a_naming_policy_of_the_hierarchy_config_is_denied() {
+    use clap::Parser;
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        config.path(),
+        "namingPolicies:\n  - root: '^team-(?P<team>[a-z]+)$'\n    match: '^${team}-[a-z]+$'\n",
+    )
+    .unwrap();
+    let args = arbor_webhook::Args::try_parse_from([
+        "arbor-webhook",
+        "--webhook-cert",
+        "tls.crt",
+        "--webhook-key",
+        "tls.key",
+        "--hierarchy-config",
+        config.path().to_str().unwrap(),
+    ])
+    .unwrap();
+    let policy = policy(args.settings().unwrap(), vec![root("team-blue")], None);
+    let create = |name: &str| {
+        request(
+            "CREATE",
+            ("arbor.dev", "v1alpha1", "SubNamespace"),
+            Some("team-blue"),
+            name,
+            "alice",
+            Some(
+                json!({"apiVersion": ARBOR, "kind": "SubNamespace", "metadata": {"name": name, "namespace": "team-blue"}, "spec": {}}),
+            ),
+            None,
+        )
+    };
+    assert!(decide(&policy, create("blue-web")).await.allowed());
+    let decision = decide(&policy, create("web")).await.decision();
+    assert!(!decision.allowed);
+    assert_eq!(decision.rule, "seeds/001 tree naming-policy");
+    for quoted in ["web", "^team-(?P<team>[a-z]+)$", "^blue-[a-z]+$"] {
+        assert!(
+            decision.reason.contains(quoted),
+            "{quoted}: {}",
+            decision.reason
+        );
+    }
 }

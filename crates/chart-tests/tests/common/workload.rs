@@ -1,7 +1,7 @@
 //! Looking into the rendered Deployments: a component's container, its flags.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec};
 
 use super::RELEASE;
 use super::manifest::Rendered;
@@ -67,4 +67,17 @@ pub fn assert_flags(rendered: &Rendered, component: &str, expected: &[(&str, &st
             rendered.set
         );
     }
+}
+
+/// `config.yaml` of the hierarchy configuration ConfigMap (mounted by hierarchy and webhook).
+pub fn hierarchy_config(rendered: &Rendered) -> String {
+    let config_map: ConfigMap = rendered.get(
+        "ConfigMap",
+        &format!("{}-config", component_name("hierarchy")),
+    );
+    config_map
+        .data
+        .unwrap_or_default()
+        .remove("config.yaml")
+        .unwrap_or_else(|| panic!("[{}] the ConfigMap holds no config.yaml", rendered.set))
 }

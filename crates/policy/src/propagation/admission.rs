@@ -188,11 +188,7 @@ fn check_links(tree: &NamespaceTree, new: &NamespaceState) -> Result<(), Denial>
             );
         }
     }
-    if let UpstreamChain::Cycle { members, .. } = tree
-        .with_namespace(new.clone())
-        .upstream_chain(name)
-        .expect("the namespace was just added")
-    {
+    if let UpstreamChain::Cycle { members, .. } = tree.upstream_chain_with(new) {
         return deny(
             TreeRule::Cycle,
             format!(

@@ -128,29 +128,21 @@ impl NamespaceTree {
         if !self.contains(start) {
             return Err(TreeError::UnknownNamespace(start.to_owned()));
         }
-        let mut path: Vec<String> = Vec::new();
-        let mut current = start.to_owned();
-        loop {
-            if let Some(at) = path.iter().position(|seen| *seen == current) {
-                let members = path[at..].to_vec();
-                return Ok(UpstreamChain::Cycle { path, members });
+        Ok(follow_upstream(start, |name| self.role(name)))
+    }
+
+    /// Follows upstream links from `candidate` in this tree with `candidate` added or
+    /// replacing the namespace of its name: [`Self::upstream_chain`] of
+    /// [`Self::with_namespace`], without copying the tree. Admission asks this for every
+    /// Namespace it judges, so its cost is the length of the chain, not the size of the tree.
+    pub fn upstream_chain_with(&self, candidate: &NamespaceState) -> UpstreamChain {
+        follow_upstream(&candidate.name, |name| {
+            if name == candidate.name {
+                Some(candidate.role(&self.keys))
+            } else {
+                self.role(name)
             }
-            let Some(role) = self.role(&current) else {
-                let holder = path
-                    .last()
-                    .expect("the start exists, so the path is not empty");
-                let missing = self
-                    .role(holder)
-                    .and_then(|r| r.upstream().cloned())
-                    .expect("the holder linked to the missing namespace");
-                return Ok(UpstreamChain::Dangling { path, missing });
-            };
-            path.push(current);
-            match role.upstream() {
-                Some(up) => current = up.name().to_owned(),
-                None => return Ok(UpstreamChain::Complete(path)),
-            }
-        }
+        })
     }
 
     /// The root namespace above `name`: `name` itself when it is a root, otherwise the root
@@ -187,6 +179,33 @@ impl NamespaceTree {
                     )));
                 }
             }
+        }
+    }
+}
+
+/// Follows upstream links from `start`, whose role `role_of` must know, reading each
+/// namespace's role through `role_of` (`None`: the namespace does not exist).
+fn follow_upstream(start: &str, role_of: impl Fn(&str) -> Option<Role>) -> UpstreamChain {
+    let mut path: Vec<String> = Vec::new();
+    let mut current = start.to_owned();
+    loop {
+        if let Some(at) = path.iter().position(|seen| *seen == current) {
+            let members = path[at..].to_vec();
+            return UpstreamChain::Cycle { path, members };
+        }
+        let Some(role) = role_of(&current) else {
+            let holder = path
+                .last()
+                .expect("the start exists, so the path is not empty");
+            let missing = role_of(holder)
+                .and_then(|r| r.upstream().cloned())
+                .expect("the holder linked to the missing namespace");
+            return UpstreamChain::Dangling { path, missing };
+        };
+        path.push(current);
+        match role.upstream() {
+            Some(up) => current = up.name().to_owned(),
+            None => return UpstreamChain::Complete(path),
         }
     }
 }
@@ -260,6 +279,34 @@ mod tests {
             other => panic!("expected a cycle, got {other:?}"),
         }
         assert!(t.upstream_chain("nope").is_err());
+    }
+
+    #[test]
+    fn the_chain_with_a_candidate_is_the_chain_of_the_tree_holding_it() {
+        let keys = Keys::default();
+        let t = tree(&[
+            ("root", Some("root"), None, None),
+            ("a", None, Some("root"), None),
+            ("b", None, Some("a"), None),
+            ("tmpl", Some("template"), None, None),
+        ]);
+        let candidates = [
+            NamespaceState::new("new").with_label(&keys.parent_label, "b"),
+            NamespaceState::new("new").with_label(&keys.parent_label, "gone"),
+            NamespaceState::new("root").with_label(&keys.parent_label, "b"),
+            NamespaceState::new("a").with_label(&keys.template_label, "tmpl"),
+            NamespaceState::new("tmpl").with_label(&keys.template_label, "tmpl"),
+            NamespaceState::new("plain"),
+        ];
+        for candidate in candidates {
+            assert_eq!(
+                t.upstream_chain_with(&candidate),
+                t.with_namespace(candidate.clone())
+                    .upstream_chain(&candidate.name)
+                    .unwrap(),
+                "{candidate:?}"
+            );
+        }
     }
 
     #[test]

@@ -42,11 +42,22 @@ pub fn rule_id(verdict: OwnershipVerdict) -> String {
     format!("seeds/002 ownership {} {cell}", verdict.row)
 }
 
+/// How messages name an owner. A GitTrack named by the ownerReference of a cluster-scoped
+/// object has no namespace to name (an ownerReference carries none, and the object has none
+/// to lend it), so it is named by its kind alone rather than "in namespace" nothing.
+pub fn describe_owner(owner: &Owner) -> String {
+    match owner {
+        Owner::GitTrack { namespace } if namespace.is_empty() => "GitTrack".to_owned(),
+        owner => owner.to_string(),
+    }
+}
+
 /// The check for one owner and tracking object.
 pub fn judge(scope: &WatchScope, owner: &Owner, tracking: &TrackingObject) -> Check {
     let verdict = may_own(owner, tracking, scope.cluster_gittrack_mode());
     let reason = format!(
-        "a {owner} {} a {tracking}: matrix row \"{}\" (--clustergittrack-mode={}) says {verdict}",
+        "a {} {} a {tracking}: matrix row \"{}\" (--clustergittrack-mode={}) says {verdict}",
+        describe_owner(owner),
         if verdict.allowed() {
             "may own"
         } else {
@@ -90,7 +101,8 @@ pub fn review(
     for owner in owners {
         if !settings.scope.watches().watches_owner(&owner) {
             verdict.warn(format!(
-                "this installation does not manage the {owner} (--gittrack-mode={}, --clustergittrack-mode={})",
+                "this installation does not manage the {} (--gittrack-mode={}, --clustergittrack-mode={})",
+                describe_owner(&owner),
                 settings.scope.gittrack_mode(),
                 settings.scope.cluster_gittrack_mode()
             ));
@@ -134,6 +146,7 @@ fn owners(
         match kind {
             "GitTrack" => add(Owner::gittrack(match tracking {
                 TrackingObject::GitTrackObject { namespace } => namespace.as_str(),
+                // Unknowable; [`describe_owner`] names such an owner by kind alone.
                 TrackingObject::ClusterGitTrackObject => "",
             })),
             "ClusterGitTrack" => add(Owner::ClusterGitTrack),
