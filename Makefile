@@ -28,8 +28,10 @@ deps:
 build: deps
 	$(CARGO) build --workspace --all-targets
 
-## test: unit, integration and end-to-end tests.
+## test: unit, integration and end-to-end tests. The binaries are built first because the
+## end-to-end tests run them as processes.
 test: deps helm
+	$(CARGO) build --workspace --bins
 	$(CARGO) test --workspace --no-fail-fast
 
 fmt:
@@ -42,9 +44,14 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+## proto: generate the gRPC code from proto/arbor/v1 (arbor-proto's build script does it with
+## a vendored protoc; nothing generated is committed).
+proto:
+	$(CARGO) build -p arbor-proto
+
 ## crds: regenerate the CustomResourceDefinition YAML committed under charts/arbor/crds.
 crds:
-	$(CARGO) run -q -p arborctl -- crds --out charts/arbor/crds
+	$(CARGO) run -q -p arborctl --bin arborctl -- crds --out charts/arbor/crds
 
 ## bench: run every crate's benchmarks (`benches/*.rs`, plain programs that print Markdown)
 ## and collect their figures in $(BENCH_OUT).
@@ -79,8 +86,13 @@ chart: helm
 	  --values deploy/render-values.yaml > deploy/arbor.yaml.tmp
 	mv deploy/arbor.yaml.tmp deploy/arbor.yaml
 
-demo:
-	@echo "make demo arrives with the local demo (issue 'One system'); it is not built yet." >&2; exit 1
+## demo: build every binary, then run Arbor locally (arbor-kube-emu, the four controllers and
+## the example repositories of deploy/examples) until Ctrl-C. DEMO_FLAGS adds arborctl demo
+## flags, such as --exit-after-summary.
+DEMO_FLAGS ?=
+demo: deps
+	$(CARGO) build --workspace --bins
+	target/debug/arborctl demo --workdir .demo $(DEMO_FLAGS)
 
 clean:
 	$(CARGO) clean
