@@ -55,6 +55,10 @@ pub mod reasons {
     pub const DRIFTED: &str = "Drifted";
     /// ObjectInSync false: the cluster object lacks the management label, so Arbor leaves it.
     pub const UNMANAGED: &str = "Unmanaged";
+    /// ObjectInSync false: the object is declared and not on the cluster (creating it failed).
+    pub const NOT_ON_CLUSTER: &str = "NotOnCluster";
+    /// ObjectInSync false: the source declares no Sync for the object's kind, so Arbor leaves it.
+    pub const SYNC_NOT_DECLARED: &str = "SyncNotDeclared";
     /// The ownership matrix forbids this owner for this object.
     pub const OWNERSHIP_FORBIDDEN: &str = "OwnershipForbidden";
     /// Conflict: a namespace of that name exists with another parent or none.

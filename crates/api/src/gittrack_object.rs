@@ -28,7 +28,10 @@ pub struct DeclaredObject {
 pub struct GitTrackObjectStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `ObjectInSync`, plus the kstatus conditions.
+    /// `ObjectInSync`: whether the object on the cluster matches the declaration, written by
+    /// gitsync only when it changes. Reasons: `InSync`, `Unmanaged` (exists without the
+    /// management label), `Drifted` (the update failed), `NotOnCluster` (the create failed),
+    /// `SyncNotDeclared`, `ApplyFailed`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }

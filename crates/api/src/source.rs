@@ -433,7 +433,9 @@ pub struct GitSourceStatus {
     /// Objects declared at the observed commit.
     #[serde(default)]
     pub objects_discovered: i64,
-    /// Objects created or updated in the last round.
+    /// Objects currently applied by this source and matching their declaration (created,
+    /// updated or found matching), not the writes of the last round: a count of writes would
+    /// change, and cost a status write, every round.
     #[serde(default)]
     pub objects_applied: i64,
     /// Objects declared but not applied (see `ignoredFiles`).

@@ -23,7 +23,8 @@
 //!    `--max-prune-fraction` of the source's objects or all of its namespaces, until the source
 //!    carries the allow-mass-prune annotation;
 //! 6. status ([`status`]) by server-side apply on the status subresource, written only when it
-//!    changed, Events, metrics.
+//!    changed, Events, metrics; each tracking object's `ObjectInSync` condition
+//!    ([`object_status`]) likewise, right after its object was acted on.
 //!
 //! A round that finds the same commit as the last one, within `--resync-period` of the last full
 //! comparison and without a request (`TriggerSync`, `ReportDrift`), does nothing but the fetch.
@@ -37,6 +38,7 @@ pub mod handle;
 pub mod live;
 pub mod load;
 pub mod metrics;
+pub mod object_status;
 pub mod plan;
 pub mod prune;
 pub mod reconcile;

@@ -1,11 +1,13 @@
 //! # arbor-gitsync
 //!
-//! Keeps a cluster in the state that git declares. A source (GitTrack or ClusterGitTrack) goes
-//! through three stages, each in its own module:
+//! Keeps a cluster in the state that git declares. Sources are GitTrack (namespaced) and
+//! ClusterGitTrack (cluster-scoped) objects; each one goes through four stages every round,
+//! each in its own module.
 //!
-//! 1. [`fetch`]: fetch the repository with git2 into the source's cache and check out the tree
-//!    of one commit at its subPath into a directory.
-//! 2. Parse: from that directory to the state it declares.
+//! 1. **Fetch** ([`fetch`]): fetch the repository with git2 into the source's cache directory
+//!    (https with basic or token auth, ssh with a deploy key and known_hosts, file://) and check
+//!    out the tree of one commit at its subPath.
+//! 2. **Parse**: from that directory to the state it declares.
 //!    - [`tree`] reads the `.yaml`, `.yml` and `.json` files (hidden entries and symbolic links
 //!      are skipped, other files listed as skipped);
 //!    - [`document`] parses each file: multi-document YAML with `serde-saphyr`, or JSON; a file
@@ -16,13 +18,45 @@
 //!
 //!    The result is all or nothing: a [`DeclaredState`](arbor_policy::layout::DeclaredState)
 //!    or every [`SourceError`](arbor_policy::layout::SourceError) found, each with its stable
-//!    code, file and object (`docs/error-codes.md`). A source whose new commit fails keeps its
-//!    last good state, so a broken commit can never delete anything.
-//! 3. [`hydrate`]: render a declared state as the files `arborctl hydrate` writes, one per
-//!    object, one directory per namespace plus `cluster/`.
+//!    code, file and object (`docs/error-codes.md`). [`hydrate`] renders a declared state as
+//!    the files `arborctl hydrate` writes.
+//! 3. **Plan** ([`controller::plan`]): discovery says whether each declared kind is served and
+//!    namespaced, and the ownership matrix of seeds/002
+//!    ([`WatchScope`](arbor_policy::ownership::WatchScope)) says whether the object becomes a
+//!    GitTrackObject, a ClusterGitTrackObject, or an entry of `status.ignoredFiles`.
+//! 4. **Apply** ([`apply`]): for each object, the action table of seeds/000
+//!    ([`arbor_policy::sync::decide`]) decides from Sync declared / resource declared / on
+//!    cluster / has management label / matches; [`apply::Applier`] carries the decision out by
+//!    server-side apply under the `arbor-gitsync` field manager, or by a delete guarded by uid
+//!    and resourceVersion preconditions.
 //!
-//! Applying the declared state (the management action table of seeds/000, the ownership matrix
-//! of seeds/002) builds on these modules.
+//! The [`controller`] module runs these stages as rounds, one reconciler per source kind:
+//! tracking objects with their finalizer, pruning, the source's status and each tracking
+//! object's `ObjectInSync` condition (both written only when they change), Events and metrics.
+//! [`grpc`] serves `SyncService` (status, managed objects, Explain, TriggerSync, ReportDrift,
+//! GetDeclared) from the controllers' registry. [`run`] is the process: flags, the kube client,
+//! the admin server (/metrics, /healthz, /readyz), leader election, the controllers and the gRPC
+//! server, and graceful shutdown; `main.rs` only calls it.
+//!
+//! ## Safety rules
+//!
+//! - Nothing without the management label is ever updated or deleted (seeds/000); an existing
+//!   unlabelled object that git declares is reported (`ARB3006`, `ObjectInSync=False`,
+//!   reason `Unmanaged`) and left alone.
+//! - Applied objects carry no ownerReference, so garbage collection cannot bypass that rule;
+//!   deletion goes through the finalizer of the (Cluster)GitTrackObject, which applies the
+//!   table (and `deletionPolicy: Orphan` keeps everything).
+//! - A commit that does not parse deletes nothing: the source keeps its last good state.
+//! - A round that would delete more than `--max-prune-fraction` of a source's objects, or all
+//!   of its namespaces, changes nothing until the source carries the allow-mass-prune
+//!   annotation (`ARB3005`).
+//! - A kind the cluster does not serve is an error on that kind alone (`ARB3003`); the rest of
+//!   the source syncs.
+//! - A GitTrack never owns cluster-scoped objects nor reaches into another namespace; what an
+//!   instance watches follows `--gittrack-mode`, `--clustergittrack-mode` and `--namespace`
+//!   exactly as seeds/002's matrices say.
+//! - A round over an unchanged repository writes nothing: objects, tracking objects and
+//!   statuses are written only when they differ.
 
 pub mod apply;
 pub mod controller;

@@ -16,6 +16,19 @@ pub const INVALID_SPEC: &str = "ARB3007";
 /// Code: the checkout or the local tree could not be read.
 pub const CHECKOUT_FAILED: &str = "ARB3009";
 
+/// Every code the controller reports, in order; each has a section in `docs/error-codes.md`.
+pub const CODES: [&str; 9] = [
+    FETCH_FAILED,
+    SECRET_INVALID,
+    crate::apply::error::KIND_NOT_SERVED,
+    crate::apply::error::WRITE_FAILED,
+    MASS_PRUNE_BLOCKED,
+    UNMANAGED_OBJECT,
+    INVALID_SPEC,
+    crate::apply::error::DISCOVERY_FAILED,
+    CHECKOUT_FAILED,
+];
+
 /// A failure that ends a round or a finalizer early; the next attempt retries.
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
@@ -75,6 +88,26 @@ impl ControllerError {
             Self::Secret { .. } => SECRET_INVALID,
             Self::Apply(error) => error.code(),
             Self::Kube { .. } => crate::apply::error::WRITE_FAILED,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_controller_code_is_distinct_and_documented() {
+        let docs = include_str!("../../../../docs/error-codes.md");
+        for (index, code) in CODES.iter().enumerate() {
+            assert!(
+                !CODES[..index].contains(code),
+                "{code} is listed twice in CODES"
+            );
+            assert!(
+                docs.contains(&format!("\n## {code}\n")),
+                "docs/error-codes.md has no section for {code}"
+            );
         }
     }
 }

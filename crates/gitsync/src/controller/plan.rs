@@ -3,7 +3,7 @@
 //!
 //! CustomResourceDefinitions and Namespaces are the **foundation**: they are planned and applied
 //! before everything else, because the kinds and namespaces of the other objects may depend on
-//! them. [`plan`] takes which part to plan.
+//! them. [`Planner::plan`] takes which part to plan.
 
 use arbor_api::keys::{ArborKeys, Keys};
 use arbor_policy::layout::{DeclaredObject, DeclaredState};

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use arbor_api::condition::reasons;
+use arbor_api::condition::{ConditionUpdate, reasons};
 use arbor_api::keys::ArborKeys;
 use arbor_api::source::SourceError;
 use arbor_policy::layout::DeclaredState;
@@ -18,6 +18,7 @@ use super::error::{self, ControllerError};
 use super::handle::SourceHandle;
 use super::live::Snapshot;
 use super::load::{self, LoadRequest};
+use super::object_status::{self, Attempt, in_sync_condition};
 use super::plan::{Part, Plan, PlannedObject, Planner, Why, crd_kinds, is_crd};
 use super::prune::{self, PruneCount, PruneVerdict};
 use super::registry::{GoodState, ObjectRecord, ObjectState};
@@ -484,6 +485,9 @@ impl Sync<'_> {
             decision: None,
             last_applied: None,
         };
+        // The table's decision, kept apart from carrying it out, so that a failed write still
+        // says which row failed in the tracking object's condition.
+        let mut decided = None;
         let outcome = async {
             tracking::ensure(
                 self.ctx,
@@ -501,9 +505,18 @@ impl Sync<'_> {
                 compare: &planned.compare,
             };
             let live = self.live_of(planned, &target).await?;
+            decided = Some(self.ctx.applier.decide(&target, live.as_ref()).1);
             Ok::<_, ControllerError>(self.ctx.applier.sync_object(&target, live.as_ref()).await?)
         }
         .await;
+        let failure = outcome.as_ref().err().map(ToString::to_string);
+        let attempt = match (&outcome, decided, failure.as_deref()) {
+            (Ok(outcome), _, _) => Attempt::Done(outcome.decision),
+            (Err(_), Some(decision), Some(error)) => Attempt::ActionFailed(decision, error),
+            (Err(_), _, error) => Attempt::Failed(error.unwrap_or_default()),
+        };
+        self.record_condition(planned, in_sync_condition(attempt))
+            .await;
         let wrote = match outcome {
             Ok(outcome) => {
                 record.decision = Some(outcome.decision);
@@ -551,6 +564,23 @@ impl Sync<'_> {
         };
         self.records.insert(planned.key.clone(), record);
         wrote
+    }
+
+    /// Writes the `ObjectInSync` condition of `planned`'s tracking object when it changed. A
+    /// failed write is logged and counted, and the next round tries again: the object itself
+    /// was handled.
+    async fn record_condition(&self, planned: &PlannedObject, condition: ConditionUpdate) {
+        let stored = self
+            .tracked
+            .get(&planned.key)
+            .map_or(&[][..], |tracked| tracked.conditions.as_slice());
+        let name = tracking::tracking_name(&planned.key);
+        if let Err(failure) =
+            object_status::record(self.ctx, &planned.tracking, &name, stored, condition).await
+        {
+            self.ctx.metrics.count_error(failure.code());
+            tracing::warn!(object = %planned.key, error = %failure, "writing the ObjectInSync condition failed");
+        }
     }
 
     /// Ignored objects go to `ignoredFiles`; objects of unserved kinds are one error per kind.

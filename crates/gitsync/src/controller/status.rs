@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::error::ControllerError;
 
@@ -164,10 +164,31 @@ pub async fn write<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
+    apply_status(api, name, None, json!(status))
+        .await
+        .map_err(|source| ControllerError::kube("write status of", name, source))
+}
+
+/// Server-side applies `status` on the status subresource of the object `name` (in
+/// `namespace` for namespaced kinds), under gitsync's field manager, forced: gitsync is the only
+/// writer of these statuses.
+pub async fn apply_status<K>(
+    api: &Api<K>,
+    name: &str,
+    namespace: Option<&str>,
+    status: Value,
+) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let mut metadata = json!({ "name": name });
+    if let Some(namespace) = namespace {
+        metadata["namespace"] = json!(namespace);
+    }
     let patch = json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
-        "metadata": {"name": name},
+        "metadata": metadata,
         "status": status,
     });
     api.patch_status(
@@ -177,7 +198,6 @@ where
     )
     .await
     .map(drop)
-    .map_err(|source| ControllerError::kube("write status of", name, source))
 }
 
 #[cfg(test)]

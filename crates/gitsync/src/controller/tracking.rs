@@ -16,7 +16,7 @@ use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, GitTrack, GitTrackObject
 use arbor_policy::object::{GroupVersionKind, ObjectKey, gvk};
 use arbor_policy::ownership::{ClusterGitTrackMode, Owner, TrackingObject};
 use arbor_policy::sync::CompareFields;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -39,17 +39,31 @@ const MAX_NAME: usize = 253;
 pub trait TrackingKind: Resource<DynamicType = ()> + Clone {
     /// The declared object it tracks.
     fn data(&self) -> &Value;
+    /// Its stored status conditions.
+    fn conditions(&self) -> &[Condition];
 }
 
 impl TrackingKind for GitTrackObject {
     fn data(&self) -> &Value {
         &self.spec.object.data
     }
+
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |status| &status.conditions)
+    }
 }
 
 impl TrackingKind for ClusterGitTrackObject {
     fn data(&self) -> &Value {
         &self.spec.object.data
+    }
+
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |status| &status.conditions)
     }
 }
 
@@ -62,6 +76,7 @@ pub struct Tracked {
     pub namespace: Option<String>,
     pub meta: ObjectMeta,
     pub data: Value,
+    pub conditions: Vec<Condition>,
 }
 
 impl Tracked {
@@ -80,6 +95,7 @@ impl Tracked {
             namespace,
             meta: object.meta().clone(),
             data,
+            conditions: object.conditions().to_vec(),
         })
     }
 

@@ -68,27 +68,7 @@ impl Cluster {
     /// Starts an instance with `flags` beside the test defaults (no leader election, loopback
     /// ports, a private cache directory).
     pub async fn instance(&self, flags: &[&str]) -> anyhow::Result<Instance> {
-        let cache = tempfile::tempdir()?;
-        let cache_flag = format!("--cache-dir={}", cache.path().display());
-        let mut argv = vec![
-            "arbor-gitsync",
-            "--leader-election=false",
-            "--grpc-addr=127.0.0.1:0",
-            "--admin-addr=127.0.0.1:0",
-            &cache_flag,
-        ];
-        argv.extend_from_slice(flags);
-        let args = Args::try_parse_from(argv)?;
-        let settings = args.settings()?;
-        let component =
-            Component::with_client("gitsync", args.common.clone(), self.client.clone())?;
-        let running = arbor_gitsync::run::start(component, settings)
-            .await?
-            .context("the instance stopped while starting")?;
-        Ok(Instance {
-            running: Some(running),
-            _cache: cache,
-        })
+        start_instance(self.client.clone(), false, flags).await
     }
 
     /// Any object, through discovery-free dynamic access.
@@ -256,6 +236,36 @@ impl Cluster {
         })
         .await
     }
+}
+
+/// Starts an instance with `flags` beside the test defaults (loopback ports, a private cache
+/// directory). With `leader_election`, it returns once it holds the Lease.
+pub async fn start_instance(
+    client: kube::Client,
+    leader_election: bool,
+    flags: &[&str],
+) -> anyhow::Result<Instance> {
+    let cache = tempfile::tempdir()?;
+    let cache_flag = format!("--cache-dir={}", cache.path().display());
+    let election_flag = format!("--leader-election={leader_election}");
+    let mut argv = vec![
+        "arbor-gitsync",
+        &election_flag,
+        "--grpc-addr=127.0.0.1:0",
+        "--admin-addr=127.0.0.1:0",
+        &cache_flag,
+    ];
+    argv.extend_from_slice(flags);
+    let args = Args::try_parse_from(argv)?;
+    let settings = args.settings()?;
+    let component = Component::with_client("gitsync", args.common.clone(), client)?;
+    let running = arbor_gitsync::run::start(component, settings)
+        .await?
+        .context("the instance stopped while starting")?;
+    Ok(Instance {
+        running: Some(running),
+        _cache: cache,
+    })
 }
 
 /// A running arbor-gitsync instance.
