@@ -164,3 +164,7 @@ fn collect(root: &Path, dir: &Path, files: &mut BTreeMap<String, String>) -> any
     }
     Ok(())
 }
+
+pub mod rbac_env;
+pub mod system;
+pub mod webhook_env;

@@ -1,7 +1,7 @@
-//! Git repositories built with the `git` command line in a temporary directory.
+//! Git repositories in a temporary directory, built with arbor-testkit's [`arbor_testkit::GitRepo`];
+//! failures panic, as a test wants.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use tempfile::TempDir;
 
@@ -9,7 +9,7 @@ use tempfile::TempDir;
 pub struct GitRepo {
     _dir: TempDir,
     root: PathBuf,
-    path: PathBuf,
+    repo: arbor_testkit::GitRepo,
 }
 
 impl GitRepo {
@@ -17,14 +17,12 @@ impl GitRepo {
     pub fn new(name: &str) -> GitRepo {
         let dir = tempfile::tempdir().expect("temporary directory");
         let root = dir.path().to_owned();
-        let path = root.join(name);
-        std::fs::create_dir(&path).expect("repository directory");
+        let repo = arbor_testkit::GitRepo::init(root.join(name)).expect("git init");
         let repo = GitRepo {
             _dir: dir,
             root,
-            path,
+            repo,
         };
-        repo.git(&["init", "-q", "-b", "main"]);
         repo.commit(
             "deploy/app.yaml",
             "kind: ConfigMap\nmetadata:\n  name: v1\n",
@@ -39,53 +37,30 @@ impl GitRepo {
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.repo.path()
     }
 
     /// The repository's directory name (its path below the project root).
     pub fn name(&self) -> String {
-        self.path
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .into_owned()
+        self.repo.name()
     }
 
     pub fn file_url(&self) -> String {
-        format!("file://{}", self.path.display())
+        self.repo.file_url()
     }
 
     /// Writes `file` and commits it; returns the new commit id.
     pub fn commit(&self, file: &str, content: &str, message: &str) -> String {
-        let target = self.path.join(file);
-        std::fs::create_dir_all(target.parent().unwrap()).expect("parent directory");
-        std::fs::write(&target, content).expect("file written");
-        self.git(&["add", "-A"]);
-        self.git(&["commit", "-q", "-m", message]);
-        self.head()
+        self.repo
+            .commit_file(file, content, message)
+            .unwrap_or_else(|err| panic!("{err}"))
     }
 
     pub fn head(&self) -> String {
-        self.git(&["rev-parse", "HEAD"])
+        self.repo.head().unwrap_or_else(|err| panic!("{err}"))
     }
 
     pub fn git(&self, args: &[&str]) -> String {
-        let output = Command::new("git")
-            .args(args)
-            .current_dir(&self.path)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "Arbor Test")
-            .env("GIT_AUTHOR_EMAIL", "test@arbor.invalid")
-            .env("GIT_COMMITTER_NAME", "Arbor Test")
-            .env("GIT_COMMITTER_EMAIL", "test@arbor.invalid")
-            .output()
-            .expect("git runs");
-        assert!(
-            output.status.success(),
-            "git {args:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+        self.repo.git(args).unwrap_or_else(|err| panic!("{err}"))
     }
 }

@@ -1,0 +1,393 @@
+//! The whole system as processes: `arbor-kube-emu` serving TLS, Arbor's CRDs and the
+//! `arbor-system` namespace installed, and the four controllers started against it, each with
+//! its own admin and gRPC ports on loopback and a mutual-TLS identity from one CA.
+//!
+//! The controllers find each other the way they do on a cluster: arbor-observer and
+//! arbor-webhook call arbor-gitsync's gRPC address over mutual TLS; arbor-webhook is
+//! registered with a ValidatingWebhookConfiguration whose `url` is its loopback endpoint and
+//! whose `caBundle` is the CA. Everything a run writes (kubeconfig, certificates, logs, caches)
+//! goes below [`SystemConfig::workdir`].
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine as _;
+use kube::Client;
+use serde_json::json;
+
+use crate::Error;
+use crate::binaries::binary_in;
+use crate::cluster::{apply, ensure_namespace, install_crds};
+use crate::ports::free_addr;
+use crate::process::{Process, ProcessSpec};
+use crate::tls::{Identity, TlsFiles};
+
+/// The namespace Arbor's own objects (Leases) live in.
+pub const SYSTEM_NAMESPACE: &str = "arbor-system";
+
+/// The name of the webhook registration.
+pub const WEBHOOK_CONFIGURATION: &str = "arbor-webhook";
+
+/// Which controllers to start, and how.
+#[derive(Debug, Clone)]
+pub struct SystemConfig {
+    /// Where the kubeconfig, `tls/`, `logs/` and `cache/` go.
+    pub workdir: PathBuf,
+    /// Where the binaries are: `target/<profile>/`.
+    pub bin_dir: PathBuf,
+    /// arbor-hierarchy's configuration file (Accurate's format), if any.
+    pub hierarchy_config: Option<PathBuf>,
+    pub gitsync: bool,
+    pub hierarchy: bool,
+    pub observer: bool,
+    pub webhook: bool,
+    /// arbor-gitsync's `--resync-period`.
+    pub resync_period: String,
+    /// The limit for each start-up step.
+    pub startup_timeout: Duration,
+    /// The controllers' `--log-level`.
+    pub log_level: String,
+}
+
+impl SystemConfig {
+    /// All four controllers, with binaries from the running executable's `target/<profile>/`.
+    pub fn new(workdir: impl Into<PathBuf>) -> Result<Self, Error> {
+        Ok(Self {
+            workdir: workdir.into(),
+            bin_dir: crate::binaries::target_dir()?,
+            hierarchy_config: None,
+            gitsync: true,
+            hierarchy: true,
+            observer: true,
+            webhook: true,
+            resync_period: "30s".to_owned(),
+            startup_timeout: Duration::from_secs(60),
+            log_level: "info".to_owned(),
+        })
+    }
+
+    /// Only the controllers named (`gitsync`, `hierarchy`, `observer`, `webhook`).
+    pub fn only(mut self, names: &[&str]) -> Self {
+        self.gitsync = names.contains(&"gitsync");
+        self.hierarchy = names.contains(&"hierarchy");
+        self.observer = names.contains(&"observer");
+        self.webhook = names.contains(&"webhook");
+        self
+    }
+}
+
+/// One controller process and its addresses.
+#[derive(Debug)]
+pub struct Controller {
+    pub process: Process,
+    pub admin: SocketAddr,
+    pub grpc: SocketAddr,
+    timeout: Duration,
+}
+
+impl Controller {
+    /// `https://127.0.0.1:<grpc port>`, the address clients dial.
+    pub fn grpc_url(&self) -> String {
+        format!("https://{}", self.grpc)
+    }
+
+    /// Waits until both the admin and the gRPC port accept connections.
+    pub async fn wait_ready(&mut self) -> Result<(), Error> {
+        self.process.wait_for_port(self.admin, self.timeout).await?;
+        self.process.wait_for_port(self.grpc, self.timeout).await
+    }
+
+    /// Starts the controller again with the same flags (after a kill) and waits for it.
+    pub async fn restart(&mut self) -> Result<(), Error> {
+        self.process.restart()?;
+        self.wait_ready().await
+    }
+}
+
+/// The running system; every process stops when it is dropped.
+pub struct System {
+    pub config: SystemConfig,
+    pub kubeconfig: PathBuf,
+    pub client: Client,
+    pub tls: TlsFiles,
+    /// The identity arborctl and tests use as a gRPC client.
+    pub client_identity: Identity,
+    pub gitsync: Option<Controller>,
+    pub hierarchy: Option<Controller>,
+    pub observer: Option<Controller>,
+    pub webhook: Option<Controller>,
+    /// The admission endpoint of arbor-webhook.
+    pub webhook_url: Option<String>,
+    // Last, so that the controllers stop before the API server they talk to.
+    pub emulator: Process,
+}
+
+impl std::fmt::Debug for System {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("System")
+            .field("workdir", &self.config.workdir)
+            .field("emulator", &self.emulator.pid())
+            .finish_non_exhaustive()
+    }
+}
+
+impl System {
+    /// Starts the emulator, installs the CRDs and starts the configured controllers.
+    pub async fn start(config: SystemConfig) -> Result<System, Error> {
+        let workdir = config.workdir.clone();
+        std::fs::create_dir_all(&workdir)
+            .map_err(Error::io(format!("creating {}", workdir.display())))?;
+        let kubeconfig = workdir.join("kubeconfig");
+        let logs = workdir.join("logs");
+        let token_file = write_token_file(&workdir)?;
+        let mut emulator = ProcessSpec::new(
+            "arbor-kube-emu",
+            binary_in(&config.bin_dir, "arbor-kube-emu")?,
+            logs.join("kube-emu.log"),
+        )
+        .args(["--tls", "--kubeconfig-out"])
+        .arg(&kubeconfig)
+        .arg("--token-file")
+        .arg(&token_file)
+        .start()?;
+        emulator
+            .wait_for_line("listening on", config.startup_timeout)
+            .await?;
+        let yaml = std::fs::read_to_string(&kubeconfig)
+            .map_err(Error::io(format!("reading {}", kubeconfig.display())))?;
+        let client = arbor_runtime::client::from_kubeconfig_yaml(&yaml).await?;
+        install_crds(&client, config.startup_timeout).await?;
+        ensure_namespace(&client, SYSTEM_NAMESPACE).await?;
+
+        let tls = TlsFiles::create(&workdir.join("tls"))?;
+        let client_identity = tls.issue("arborctl")?;
+        let mut system = System {
+            kubeconfig,
+            client,
+            client_identity,
+            gitsync: None,
+            hierarchy: None,
+            observer: None,
+            webhook: None,
+            webhook_url: None,
+            emulator,
+            tls,
+            config,
+        };
+        system.start_controllers().await?;
+        Ok(system)
+    }
+
+    async fn start_controllers(&mut self) -> Result<(), Error> {
+        if self.config.gitsync {
+            let cache = self.config.workdir.join("cache/gitsync");
+            let resync = self.config.resync_period.clone();
+            let extra: Vec<std::ffi::OsString> = vec![
+                "--gittrack-mode".into(),
+                "Enabled".into(),
+                "--clustergittrack-mode".into(),
+                "IncludeNamespaced".into(),
+                "--resync-period".into(),
+                resync.into(),
+                "--cache-dir".into(),
+                cache.into(),
+            ];
+            self.gitsync = Some(self.start_controller("gitsync", extra).await?);
+        }
+        let gitsync_url = self.gitsync.as_ref().map(Controller::grpc_url);
+        if self.config.hierarchy {
+            let mut extra: Vec<std::ffi::OsString> = Vec::new();
+            if let Some(config) = &self.config.hierarchy_config {
+                extra.push("--config".into());
+                extra.push(config.into());
+            }
+            self.hierarchy = Some(self.start_controller("hierarchy", extra).await?);
+        }
+        if self.config.observer {
+            let mut extra: Vec<std::ffi::OsString> = Vec::new();
+            if let Some(url) = &gitsync_url {
+                extra.push("--gitsync-addr".into());
+                extra.push(url.into());
+            }
+            self.observer = Some(self.start_controller("observer", extra).await?);
+        }
+        if self.config.webhook {
+            let serving = self.tls.issue("webhook-serving")?;
+            let addr = free_addr()?;
+            let mut extra: Vec<std::ffi::OsString> = vec![
+                "--webhook-addr".into(),
+                addr.to_string().into(),
+                "--webhook-cert".into(),
+                serving.cert.into(),
+                "--webhook-key".into(),
+                serving.key.into(),
+                "--gittrack-mode".into(),
+                "Enabled".into(),
+            ];
+            if let Some(url) = &gitsync_url {
+                extra.push("--gitsync-addr".into());
+                extra.push(url.into());
+            }
+            let mut webhook = self.start_controller("webhook", extra).await?;
+            webhook
+                .process
+                .wait_for_port(addr, self.config.startup_timeout)
+                .await?;
+            self.webhook = Some(webhook);
+            let url = format!("https://{addr}/validate");
+            self.register_webhook(&url).await?;
+            self.webhook_url = Some(url);
+        }
+        Ok(())
+    }
+
+    /// Starts `arbor-<name>` with the flags every controller takes plus `extra`.
+    async fn start_controller(
+        &self,
+        name: &str,
+        extra: Vec<std::ffi::OsString>,
+    ) -> Result<Controller, Error> {
+        let identity = self.tls.issue(name)?;
+        let (admin, grpc) = (free_addr()?, free_addr()?);
+        let binary = format!("arbor-{name}");
+        let process = ProcessSpec::new(
+            &binary,
+            binary_in(&self.config.bin_dir, &binary)?,
+            self.config.workdir.join(format!("logs/{name}.log")),
+        )
+        .arg("--kubeconfig")
+        .arg(&self.kubeconfig)
+        .args([
+            "--leader-election",
+            "false",
+            "--log-level",
+            &self.config.log_level,
+        ])
+        .args([
+            "--admin-addr",
+            &admin.to_string(),
+            "--grpc-addr",
+            &grpc.to_string(),
+        ])
+        .arg("--tls-cert")
+        .arg(&identity.cert)
+        .arg("--tls-key")
+        .arg(&identity.key)
+        .arg("--tls-client-ca")
+        .arg(self.tls.ca())
+        .args(extra)
+        // The kubeconfig flag wins anyway; this keeps a stray KUBECONFIG from confusing logs.
+        .env("KUBECONFIG", &self.kubeconfig)
+        .start()?;
+        let mut controller = Controller {
+            process,
+            admin,
+            grpc,
+            timeout: self.config.startup_timeout,
+        };
+        controller.wait_ready().await?;
+        Ok(controller)
+    }
+
+    /// Registers arbor-webhook for Arbor's kinds and namespaces, as the Helm chart does, with
+    /// a `url` client config since the webhook runs outside any cluster.
+    async fn register_webhook(&self, url: &str) -> Result<(), Error> {
+        let ca_bundle = base64::engine::general_purpose::STANDARD.encode(self.tls.ca_pem());
+        let configuration = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": WEBHOOK_CONFIGURATION},
+            "webhooks": [{
+                "name": "validate.arbor.dev",
+                "clientConfig": {"url": url, "caBundle": ca_bundle},
+                "rules": [
+                    {"apiGroups": ["arbor.dev"], "apiVersions": ["*"],
+                     "resources": ["gittracks", "clustergittracks", "gittrackobjects", "clustergittrackobjects"],
+                     "operations": ["CREATE", "UPDATE"], "scope": "*"},
+                    {"apiGroups": ["arbor.dev"], "apiVersions": ["*"], "resources": ["subnamespaces"],
+                     "operations": ["CREATE", "UPDATE", "DELETE"], "scope": "Namespaced"},
+                    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["namespaces"],
+                     "operations": ["CREATE", "UPDATE", "DELETE"], "scope": "Cluster"},
+                ],
+                "namespaceSelector": {"matchExpressions": [{
+                    "key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                    "values": ["kube-system", SYSTEM_NAMESPACE],
+                }]},
+                "failurePolicy": "Fail",
+                "matchPolicy": "Equivalent",
+                "sideEffects": "None",
+                "timeoutSeconds": 5,
+                "admissionReviewVersions": ["v1"],
+            }],
+        });
+        apply(&self.client, &configuration, None).await.map(drop)
+    }
+
+    /// The gRPC flags for arborctl (`--gitsync-addr …`, `--tls-*`), for commands to print.
+    pub fn arborctl_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        for (flag, controller) in [
+            ("--gitsync-addr", &self.gitsync),
+            ("--hierarchy-addr", &self.hierarchy),
+            ("--observer-addr", &self.observer),
+            ("--policy-addr", &self.webhook),
+        ] {
+            if let Some(controller) = controller {
+                flags.push(format!("{flag}={}", controller.grpc_url()));
+            }
+        }
+        flags.push(format!(
+            "--tls-cert={}",
+            self.client_identity.cert.display()
+        ));
+        flags.push(format!("--tls-key={}", self.client_identity.key.display()));
+        flags.push(format!("--tls-ca={}", self.tls.ca().display()));
+        flags
+    }
+
+    /// Stops the controllers, then the emulator (SIGTERM each, SIGKILL after `grace`).
+    pub fn stop(&mut self, grace: Duration) {
+        for controller in [
+            &mut self.webhook,
+            &mut self.observer,
+            &mut self.hierarchy,
+            &mut self.gitsync,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if let Err(error) = controller.process.stop(grace) {
+                tracing::debug!(%error, "already stopped");
+            }
+        }
+        if let Err(error) = self.emulator.stop(grace) {
+            tracing::debug!(%error, "already stopped");
+        }
+    }
+
+    pub fn workdir(&self) -> &Path {
+        &self.config.workdir
+    }
+}
+
+/// Writes `<workdir>/tokens.csv` with one administrator token. The kubeconfig the emulator
+/// writes then carries it, which kubectl needs: with an empty user entry it asks for a user
+/// name and password instead of connecting.
+fn write_token_file(workdir: &Path) -> Result<PathBuf, Error> {
+    use std::hash::{BuildHasher, Hasher};
+    // Unguessable enough for a loopback server that lives as long as the demo or a test.
+    let random = |salt: u64| {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u64(salt);
+        hasher.finish()
+    };
+    let token = format!("{:016x}{:016x}", random(1), random(2));
+    let path = workdir.join("tokens.csv");
+    std::fs::write(
+        &path,
+        format!("{token},arbor-admin,arbor-admin,\"system:masters\"\n"),
+    )
+    .map_err(Error::io(format!("writing {}", path.display())))?;
+    Ok(path)
+}
