@@ -21,7 +21,7 @@ use crate::authz::Attributes;
 pub const RECORD_LIMIT: usize = 100_000;
 
 /// One answered request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestRecord {
     /// get, list, watch, create, update, patch, delete, deletecollection.
