@@ -10,7 +10,7 @@ pub enum Error {
         api_version: String,
         kind: String,
         #[source]
-        source: Box<kube::Error>,
+        source: Box<arbor_runtime::discovery::DiscoveryError>,
     },
     #[error("cannot apply {object}: {source}")]
     Apply {

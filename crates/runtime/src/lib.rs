@@ -4,6 +4,7 @@
 //! and hands a [`Runtime`]-built context to its controller:
 //!
 //! - [`component`]: the start-up sequence of a controller process, built on the rest;
+//! - [`discovery`]: which API resource serves a kind, cached, for dynamic objects;
 //! - [`flags`]: the common command-line flags (each with an environment variable);
 //! - [`telemetry`]: tracing output as text or JSON;
 //! - [`client`]: a Kubernetes client from a kubeconfig, a context, or the in-cluster account;
@@ -20,6 +21,7 @@
 pub mod admin;
 pub mod client;
 pub mod component;
+pub mod discovery;
 pub mod flags;
 pub mod grpc;
 pub mod lease;

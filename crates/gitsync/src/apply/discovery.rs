@@ -4,76 +4,46 @@
 //! answers are cached: a kind that is not served yet (its CustomResourceDefinition was applied
 //! a moment ago) is asked again next time, and [`Discovery::wait_served`] polls for it.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use arbor_policy::object::GroupVersionKind;
+pub use arbor_runtime::discovery::ServedKind;
+use arbor_runtime::discovery::{DiscoveryError, KindCache};
 use kube::Api;
 use kube::core::DynamicObject;
-use kube::discovery::{ApiResource, Scope, pinned_kind};
 
 use super::error::ApplyError;
 
-/// A kind as the API serves it.
-#[derive(Debug, Clone)]
-pub struct ServedKind {
-    pub resource: ApiResource,
-    pub namespaced: bool,
-}
-
 /// Discovery results shared by every source.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Discovery {
-    client: kube::Client,
-    cache: Arc<Mutex<HashMap<GroupVersionKind, ServedKind>>>,
-}
-
-impl std::fmt::Debug for Discovery {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Discovery").finish_non_exhaustive()
-    }
+    kinds: KindCache,
 }
 
 impl Discovery {
     pub fn new(client: kube::Client) -> Self {
         Self {
-            client,
-            cache: Arc::default(),
+            kinds: KindCache::new(client),
         }
     }
 
     pub fn client(&self) -> kube::Client {
-        self.client.clone()
+        self.kinds.client()
     }
 
     /// The served kind of `gvk`, or [`ApplyError::KindNotServed`].
     pub async fn served(&self, gvk: &GroupVersionKind) -> Result<ServedKind, ApplyError> {
-        if let Some(served) = self.lock().get(gvk) {
-            return Ok(served.clone());
-        }
         let wanted = kube::core::GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind);
-        let (resource, capabilities) = match pinned_kind(&self.client, &wanted).await {
-            Ok(found) => found,
-            Err(kube::Error::Api(status)) if status.code == 404 => {
-                return Err(ApplyError::KindNotServed { gvk: gvk.clone() });
-            }
-            Err(kube::Error::Discovery(_)) => {
-                return Err(ApplyError::KindNotServed { gvk: gvk.clone() });
-            }
-            Err(source) => {
-                return Err(ApplyError::Discovery {
+        self.kinds
+            .served(&wanted)
+            .await
+            .map_err(|error| match error {
+                DiscoveryError::NotServed { .. } => ApplyError::KindNotServed { gvk: gvk.clone() },
+                DiscoveryError::Failed { source, .. } => ApplyError::Discovery {
                     gvk: gvk.clone(),
-                    source: Box::new(source),
-                });
-            }
-        };
-        let served = ServedKind {
-            resource,
-            namespaced: capabilities.scope == Scope::Namespaced,
-        };
-        self.lock().insert(gvk.clone(), served.clone());
-        Ok(served)
+                    source,
+                },
+            })
     }
 
     /// Waits up to `patience` for `gvk` to be served: the API server serves a new
@@ -96,20 +66,11 @@ impl Discovery {
 
     /// Forgets every answer, so kinds whose definitions changed are looked up again.
     pub fn refresh(&self) {
-        self.lock().clear();
+        self.kinds.refresh();
     }
 
     /// The API for objects of `served` in `namespace` (cluster-wide when `None`).
     pub fn api(&self, served: &ServedKind, namespace: Option<&str>) -> Api<DynamicObject> {
-        match namespace.filter(|_| served.namespaced) {
-            Some(namespace) => {
-                Api::namespaced_with(self.client.clone(), namespace, &served.resource)
-            }
-            None => Api::all_with(self.client.clone(), &served.resource),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<GroupVersionKind, ServedKind>> {
-        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
+        self.kinds.api(served, namespace)
     }
 }
