@@ -67,14 +67,34 @@ fn dockerfile(image: &str) -> Dockerfile {
     }
 }
 
+/// The platform rustc builds for here: the images build for the platform they run on, and a
+/// fresh machine's cargo cache holds only the crates of this one.
+fn host_triple() -> String {
+    let output = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned()))
+        .arg("-vV")
+        .output()
+        .expect("rustc -vV runs");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("host: "))
+        .expect("rustc -vV names the host")
+        .trim()
+        .to_owned()
+}
+
+/// `cargo metadata` for the workspace. With dependencies it is filtered to the host platform:
+/// unfiltered, cargo needs the crates of every target platform (android_system_properties,
+/// windows-sys, ...), which a machine that only built for its host has never downloaded.
 fn cargo_metadata(no_deps: bool) -> Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut command = Command::new(cargo);
     command
-        .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["metadata", "--format-version", "1", "--locked"])
         .current_dir(workspace_root());
     if no_deps {
         command.arg("--no-deps");
+    } else {
+        command.args(["--filter-platform", &host_triple()]);
     }
     let output = command.output().expect("cargo metadata runs");
     assert!(
