@@ -97,6 +97,8 @@ pub struct WebhookEnv {
     pub client: Client,
     tls: TlsFiles,
     webhook: Option<Process>,
+    /// The webhook's PolicyService, `http://` on loopback, once it runs.
+    policy_addr: Option<String>,
     gitsync: Option<Process>,
     emulator: Process,
     // Last: the processes above stop (on drop) before their files go.
@@ -135,6 +137,7 @@ impl WebhookEnv {
             client,
             tls,
             webhook: None,
+            policy_addr: None,
             gitsync: None,
             emulator,
             dir,
@@ -180,6 +183,7 @@ impl WebhookEnv {
         webhook.wait_for_port(https, WAIT).await?;
         webhook.wait_for_port(admin, WAIT).await?;
         self.webhook = Some(webhook);
+        self.policy_addr = Some(format!("http://{grpc}"));
         let configuration = registration(
             &format!("https://{https}/validate"),
             self.tls.ca_pem(),
@@ -187,6 +191,13 @@ impl WebhookEnv {
         );
         arbor_testkit::cluster::apply(&self.client, &configuration, None).await?;
         Ok(())
+    }
+
+    /// The address of the running webhook's PolicyService.
+    pub fn policy_addr(&self) -> anyhow::Result<&str> {
+        self.policy_addr
+            .as_deref()
+            .context("arbor-webhook was not started")
     }
 
     /// Kills arbor-webhook at once, as a crash would; its registration stays.

@@ -1,6 +1,7 @@
 //! `arborctl demo` end to end: every binary as a process, the example repositories over smart
 //! HTTP, and kubectl with the kubeconfig the demo prints.
 
+use std::path::Path;
 use std::time::Duration;
 
 use arbor_e2e::system::{WAIT, bin_dir, example, kubectl};
@@ -28,7 +29,13 @@ async fn the_demo_syncs_the_examples_and_kubectl_sees_them_until_ctrl_c() {
     bin_dir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let workdir = dir.path().join("demo");
+    // The demo writes its arborctl context under the user's config directory: a home of the
+    // test's own.
+    let home = dir.path().join("home");
     let mut demo = ProcessSpec::new("arborctl demo", &arborctl, dir.path().join("demo.log"))
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", "")
+        .env("ARBORCONFIG", "")
         .arg("demo")
         .arg("--workdir")
         .arg(&workdir)
@@ -132,6 +139,21 @@ async fn the_demo_syncs_the_examples_and_kubectl_sees_them_until_ctrl_c() {
     .unwrap();
     assert_eq!(image, "nginx:1.27");
 
+    // An object no source declares is explained by its kind alone (rows 5-8 of seeds/000).
+    kubectl(
+        &kubeconfig,
+        &[
+            "create",
+            "configmap",
+            "handmade",
+            "-n",
+            "shop",
+            "--from-literal=a=b",
+        ],
+    )
+    .unwrap();
+    arborctl_needs_no_flags_after_the_demo(&home, dir.path());
+
     demo.signal("INT").unwrap();
     let status = demo.wait_exit(Duration::from_secs(60)).await.unwrap();
     assert!(status.success(), "{status}: {}", demo.log_tail());
@@ -139,5 +161,93 @@ async fn the_demo_syncs_the_examples_and_kubectl_sees_them_until_ctrl_c() {
     assert!(
         kubectl(&kubeconfig, &["get", "ns", "--request-timeout=2s"]).is_err(),
         "the API server should be gone after Ctrl-C"
+    );
+}
+
+/// `arborctl` run as a user would after the demo: no flag, no `ARBOR_*` variable, only the
+/// environment's home (or `ARBORCONFIG`).
+fn arborctl_plain(env: &[(&str, &Path)], args: &[&str]) -> arbor_e2e::Run {
+    let path = arbor_e2e::binary("arborctl", "arborctl").unwrap();
+    let mut command = std::process::Command::new(path);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("ARBOR") || key == "XDG_CONFIG_HOME" {
+            command.env_remove(key);
+        }
+    }
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.args(args).output().unwrap().into()
+}
+
+fn arborctl_needs_no_flags_after_the_demo(home: &Path, scratch: &Path) {
+    let in_home = [("HOME", home)];
+    let status = arborctl_plain(&in_home, &["status"]);
+    assert!(status.success, "{}{}", status.stdout, status.stderr);
+    assert!(
+        status.stdout.contains("GitTrack/shop/flat-app"),
+        "{}",
+        status.stdout
+    );
+    let tree = arborctl_plain(&in_home, &["tree"]);
+    assert!(tree.success, "{}{}", tree.stdout, tree.stderr);
+    assert!(tree.stdout.contains("team-a-dev"), "{}", tree.stdout);
+    let explain = arborctl_plain(&in_home, &["explain", "ConfigMap/shop/storefront-settings"]);
+    assert!(explain.success, "{}{}", explain.stdout, explain.stderr);
+    assert!(explain.stdout.contains("flat-app"), "{}", explain.stdout);
+    let handmade = arborctl_plain(&in_home, &["explain", "ConfigMap/shop/handmade"]);
+    assert!(handmade.success, "{}{}", handmade.stdout, handmade.stderr);
+    assert!(
+        handmade.stdout.contains("seeds/000 row"),
+        "{}",
+        handmade.stdout
+    );
+    let drift = arborctl_plain(&in_home, &["drift", "--timeout", "2s"]);
+    assert!(drift.success, "{}{}", drift.stdout, drift.stderr);
+    let contexts = arborctl_plain(&in_home, &["context", "list"]);
+    assert!(
+        contexts
+            .stdout
+            .lines()
+            .any(|line| line.starts_with('*') && line.contains("arbor-demo")),
+        "{}",
+        contexts.stdout
+    );
+
+    // A flag still wins over the context.
+    let overridden = arborctl_plain(
+        &in_home,
+        &["status", "--gitsync-addr", "http://127.0.0.1:1"],
+    );
+    assert!(!overridden.success);
+    assert!(
+        overridden.stderr.contains("127.0.0.1:1"),
+        "{}",
+        overridden.stderr
+    );
+
+    // The same config elsewhere, named by ARBORCONFIG, with a home that has none.
+    let elsewhere = scratch.join("elsewhere.yaml");
+    std::fs::copy(home.join(".config/arbor/config.yaml"), &elsewhere).unwrap();
+    let empty_home = scratch.join("empty-home");
+    std::fs::create_dir_all(&empty_home).unwrap();
+    let by_variable = arborctl_plain(
+        &[("HOME", &empty_home), ("ARBORCONFIG", &elsewhere)],
+        &["status"],
+    );
+    assert!(
+        by_variable.success,
+        "{}{}",
+        by_variable.stdout, by_variable.stderr
+    );
+    assert!(
+        by_variable.stdout.contains("ClusterGitTrack/foo-corp"),
+        "{}",
+        by_variable.stdout
+    );
+    let no_config = arborctl_plain(&[("HOME", &empty_home)], &["status"]);
+    assert!(
+        !no_config.success,
+        "without a context the loopback default is not the demo"
     );
 }

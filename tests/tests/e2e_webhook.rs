@@ -451,3 +451,75 @@ async fn with_the_webhook_down_failure_policy_fail_refuses_the_write() {
         "configmap-settings"
     ));
 }
+
+/// `arborctl review` asks the running webhook's PolicyService what admission would answer:
+/// exit 1 with the rule for a change the webhook refuses, 0 for one it admits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arborctl_review_gives_the_webhooks_decision_before_the_change_is_made() {
+    let env = env_with_webhook(
+        &[],
+        &[
+            namespace("org", json!({"arbor.dev/type": "root"})),
+            namespace("b", json!({"arbor.dev/parent": "org"})),
+            namespace("a", json!({"arbor.dev/parent": "b"})),
+        ],
+    )
+    .await;
+    let write = |name: &str, object: &Value| {
+        let path = env.dir().join(name);
+        std::fs::write(&path, yaml(object)).unwrap();
+        path
+    };
+    let old = write(
+        "b.yaml",
+        &namespace("b", json!({"arbor.dev/parent": "org"})),
+    );
+    let cycle = write(
+        "b-cycle.yaml",
+        &namespace("b", json!({"arbor.dev/parent": "a"})),
+    );
+    let review = |file: &std::path::Path, old: &std::path::Path| {
+        arbor_e2e::arborctl([
+            "review".as_ref(),
+            "-f".as_ref(),
+            file.as_os_str(),
+            "--operation".as_ref(),
+            "update".as_ref(),
+            "--old".as_ref(),
+            old.as_os_str(),
+            "--as".as_ref(),
+            "alice".as_ref(),
+            "--policy-addr".as_ref(),
+            env.policy_addr().unwrap().as_ref(),
+        ])
+        .unwrap()
+    };
+    // The webhook's tree fills from its watch: wait until it knows a.
+    let denied = eventually("the review refuses the cycle", WAIT, || {
+        let run = review(&cycle, &old);
+        async move { Ok(run.stdout.contains("would close the cycle").then_some(run)) }
+    })
+    .await
+    .unwrap();
+    assert!(!denied.success);
+    assert!(denied.stdout.starts_with("DENIED by "), "{}", denied.stdout);
+
+    let allowed = review(&old, &old);
+    assert!(allowed.success, "{}{}", allowed.stdout, allowed.stderr);
+    assert!(allowed.stdout.starts_with("ALLOWED"), "{}", allowed.stdout);
+
+    let unreachable = arbor_e2e::arborctl([
+        "review",
+        "-f",
+        cycle.to_str().unwrap(),
+        "--policy-addr",
+        "http://127.0.0.1:1",
+    ])
+    .unwrap();
+    assert!(!unreachable.success);
+    assert!(
+        unreachable.stderr.contains("PolicyService"),
+        "{}",
+        unreachable.stderr
+    );
+}

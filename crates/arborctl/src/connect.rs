@@ -31,6 +31,8 @@ use clap::Args;
 use rustls::{AlertDescription, CertificateError};
 use tonic::transport::Channel;
 
+use crate::context::{Context, ContextError};
+
 /// Default address of arbor-gitsync's SyncService.
 pub const DEFAULT_GITSYNC_ADDR: &str = "http://127.0.0.1:9090";
 /// Default address of arbor-hierarchy's HierarchyService.
@@ -75,31 +77,41 @@ impl fmt::Display for Service {
     }
 }
 
-/// Addresses of the services and the client's TLS material.
-#[derive(Debug, Clone, Args)]
+/// Addresses of the services and the client's TLS material. Each setting comes from its flag,
+/// else its `ARBOR_*` variable, else the selected context of the config file
+/// ([`crate::context`]), else the loopback default.
+#[derive(Debug, Clone, Default, Args)]
 pub struct ConnectionArgs {
-    /// Address of arbor-gitsync's SyncService (http:// only on loopback, else https://).
-    #[arg(long, env = "ARBOR_GITSYNC_ADDR", default_value = DEFAULT_GITSYNC_ADDR)]
-    pub gitsync_addr: String,
+    /// The context of the arborctl config file to use instead of its current context.
+    #[arg(long, env = "ARBOR_CONTEXT")]
+    pub arbor_context: Option<String>,
 
-    /// Address of arbor-hierarchy's HierarchyService.
-    #[arg(long, env = "ARBOR_HIERARCHY_ADDR", default_value = DEFAULT_HIERARCHY_ADDR)]
-    pub hierarchy_addr: String,
+    /// Address of arbor-gitsync's SyncService (http:// only on loopback, else https://)
+    /// [default: the context's, else http://127.0.0.1:9090].
+    #[arg(long, env = "ARBOR_GITSYNC_ADDR")]
+    pub gitsync_addr: Option<String>,
 
-    /// Address of arbor-observer's ObserverService.
-    #[arg(long, env = "ARBOR_OBSERVER_ADDR", default_value = DEFAULT_OBSERVER_ADDR)]
-    pub observer_addr: String,
+    /// Address of arbor-hierarchy's HierarchyService [default: the context's, else
+    /// http://127.0.0.1:9091].
+    #[arg(long, env = "ARBOR_HIERARCHY_ADDR")]
+    pub hierarchy_addr: Option<String>,
 
-    /// Address of arbor-webhook's PolicyService.
-    #[arg(long, env = "ARBOR_POLICY_ADDR", default_value = DEFAULT_POLICY_ADDR)]
-    pub policy_addr: String,
+    /// Address of arbor-observer's ObserverService [default: the context's, else
+    /// http://127.0.0.1:9092].
+    #[arg(long, env = "ARBOR_OBSERVER_ADDR")]
+    pub observer_addr: Option<String>,
+
+    /// Address of arbor-webhook's PolicyService [default: the context's, else
+    /// http://127.0.0.1:9093].
+    #[arg(long, env = "ARBOR_POLICY_ADDR")]
+    pub policy_addr: Option<String>,
 
     /// PEM client certificate presented to the services (mutual TLS).
-    #[arg(long, env = "ARBOR_TLS_CERT", requires = "tls_key")]
+    #[arg(long, env = "ARBOR_TLS_CERT")]
     pub tls_cert: Option<PathBuf>,
 
     /// PEM private key of --tls-cert.
-    #[arg(long, env = "ARBOR_TLS_KEY", requires = "tls_cert")]
+    #[arg(long, env = "ARBOR_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
 
     /// PEM CA bundle the services' certificates must chain to.
@@ -107,8 +119,97 @@ pub struct ConnectionArgs {
     pub tls_ca: Option<PathBuf>,
 }
 
+/// Where to reach the services, every setting decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub gitsync_addr: String,
+    pub hierarchy_addr: String,
+    pub observer_addr: String,
+    pub policy_addr: String,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_ca: Option<PathBuf>,
+    /// The context the settings not given by flag or variable came from.
+    pub context: Option<String>,
+}
+
 impl ConnectionArgs {
-    /// The configured address of `service`.
+    /// Every setting decided: flag or variable, else `context`, else the default.
+    pub fn resolve_with(&self, context: Option<&Context>) -> Result<Resolved, ContextError> {
+        let pick =
+            |given: &Option<String>, from_context: Option<&Option<String>>, default: &str| {
+                given
+                    .clone()
+                    .or_else(|| from_context.cloned().flatten())
+                    .unwrap_or_else(|| default.to_owned())
+            };
+        // A certificate and its key travel together: a flag for one of them never pairs with
+        // the context's other.
+        let (tls_cert, tls_key) = match (&self.tls_cert, &self.tls_key) {
+            (None, None) => (
+                context.and_then(|c| c.tls_cert.clone()),
+                context.and_then(|c| c.tls_key.clone()),
+            ),
+            (Some(cert), Some(key)) => (Some(cert.clone()), Some(key.clone())),
+            (Some(_), None) => {
+                return Err(ContextError::UnpairedTls {
+                    given: "--tls-cert (ARBOR_TLS_CERT)",
+                    missing: "--tls-key (ARBOR_TLS_KEY)",
+                });
+            }
+            (None, Some(_)) => {
+                return Err(ContextError::UnpairedTls {
+                    given: "--tls-key (ARBOR_TLS_KEY)",
+                    missing: "--tls-cert (ARBOR_TLS_CERT)",
+                });
+            }
+        };
+        Ok(Resolved {
+            gitsync_addr: pick(
+                &self.gitsync_addr,
+                context.map(|c| &c.gitsync_addr),
+                DEFAULT_GITSYNC_ADDR,
+            ),
+            hierarchy_addr: pick(
+                &self.hierarchy_addr,
+                context.map(|c| &c.hierarchy_addr),
+                DEFAULT_HIERARCHY_ADDR,
+            ),
+            observer_addr: pick(
+                &self.observer_addr,
+                context.map(|c| &c.observer_addr),
+                DEFAULT_OBSERVER_ADDR,
+            ),
+            policy_addr: pick(
+                &self.policy_addr,
+                context.map(|c| &c.policy_addr),
+                DEFAULT_POLICY_ADDR,
+            ),
+            tls_cert,
+            tls_key,
+            tls_ca: self
+                .tls_ca
+                .clone()
+                .or_else(|| context.and_then(|c| c.tls_ca.clone())),
+            context: context.map(|c| c.name.clone()),
+        })
+    }
+
+    /// Every setting decided, with the context of the config file.
+    pub fn resolve(&self) -> Result<Resolved, ContextError> {
+        let context = crate::context::selected(self.arbor_context.as_deref())?;
+        self.resolve_with(context.as_ref())
+    }
+
+    /// Connects to `service` now, so that an unreachable service or a TLS problem is reported
+    /// before any request is made.
+    pub async fn connect(&self, service: Service) -> anyhow::Result<Remote> {
+        Ok(self.resolve()?.connect(service).await?)
+    }
+}
+
+impl Resolved {
+    /// The address of `service`.
     pub fn address(&self, service: Service) -> &str {
         match service {
             Service::Sync => &self.gitsync_addr,
@@ -147,6 +248,7 @@ impl ConnectionArgs {
             Err(source) => Err(RemoteError::Unreachable {
                 service,
                 cause: Cause::of(&source).without_client_certificate(anonymous_tls),
+                context: self.context.clone(),
                 address,
                 source,
             }),
@@ -190,11 +292,13 @@ pub enum RemoteError {
         address: String,
         source: GrpcError,
     },
-    #[error("cannot reach {service} at {address}: {cause}{hint}", hint = unreachable_hint(*service, cause))]
+    #[error("cannot reach {service} at {address}: {cause}{hint}", hint = unreachable_hint(*service, cause, context.as_deref()))]
     Unreachable {
         service: Service,
         address: String,
         cause: Cause,
+        /// The context the address came from, if it was not given by flag or variable.
+        context: Option<String>,
         source: tonic::transport::Error,
     },
     #[error("{service} at {address}: {rpc} failed: {cause}")]
@@ -207,11 +311,16 @@ pub enum RemoteError {
     },
 }
 
-fn unreachable_hint(service: Service, cause: &Cause) -> String {
-    match cause {
-        Cause::Refused | Cause::TimedOut => {
+fn unreachable_hint(service: Service, cause: &Cause, context: Option<&str>) -> String {
+    match (cause, context) {
+        (Cause::Refused | Cause::TimedOut, None) => {
             format!(" (is it running? set its address with {})", service.flag())
         }
+        (Cause::Refused | Cause::TimedOut, Some(context)) => format!(
+            " (is it running? the address comes from arborctl context {context:?}; \
+             override it with {} or change the context with `arborctl context set`)",
+            service.flag()
+        ),
         _ => String::new(),
     }
 }

@@ -19,7 +19,8 @@ use std::time::Duration;
 use arbor_testkit::{System, SystemConfig};
 use clap::Args;
 
-use crate::connect::ConnectionArgs;
+use crate::connect::Resolved;
+use crate::context::{self, Context, DEMO_CONTEXT};
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -77,7 +78,8 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     if !args.no_wait {
         examples::wait_until_converged(&system, &connection, &expected, args.timeout).await?;
     }
-    summary::print(&system, &connection).await?;
+    let config = save_demo_context(&system, &connection)?;
+    summary::print(&system, &connection, &config).await?;
     if !args.exit_after_summary {
         progress::step("running; press Ctrl-C to stop");
         wait_for_signal().await?;
@@ -89,15 +91,15 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// arborctl's connection flags for this system, for the summary's own gRPC calls.
-fn connection(system: &System) -> ConnectionArgs {
+/// Where this system's services are, for the summary's own gRPC calls and the demo's context.
+fn connection(system: &System) -> Resolved {
     let url = |controller: &Option<arbor_testkit::system::Controller>| {
         controller
             .as_ref()
             .map(arbor_testkit::system::Controller::grpc_url)
             .unwrap_or_default()
     };
-    ConnectionArgs {
+    Resolved {
         gitsync_addr: url(&system.gitsync),
         hierarchy_addr: url(&system.hierarchy),
         observer_addr: url(&system.observer),
@@ -105,7 +107,26 @@ fn connection(system: &System) -> ConnectionArgs {
         tls_cert: Some(system.client_identity.cert.clone()),
         tls_key: Some(system.client_identity.key.clone()),
         tls_ca: Some(system.tls.ca()),
+        context: Some(DEMO_CONTEXT.to_owned()),
     }
+}
+
+/// Writes the `arbor-demo` context (this system's addresses, arborctl's certificate and the
+/// emulator's kubeconfig) into the arborctl config file and makes it current, so that plain
+/// `arborctl status` talks to this demo.
+fn save_demo_context(system: &System, connection: &Resolved) -> anyhow::Result<std::path::PathBuf> {
+    Ok(context::save_as_current(Context {
+        name: DEMO_CONTEXT.to_owned(),
+        gitsync_addr: Some(connection.gitsync_addr.clone()),
+        hierarchy_addr: Some(connection.hierarchy_addr.clone()),
+        observer_addr: Some(connection.observer_addr.clone()),
+        policy_addr: Some(connection.policy_addr.clone()),
+        tls_cert: connection.tls_cert.clone(),
+        tls_key: connection.tls_key.clone(),
+        tls_ca: connection.tls_ca.clone(),
+        kubeconfig: Some(system.kubeconfig.clone()),
+        kube_context: None,
+    })?)
 }
 
 /// SIGINT (Ctrl-C) or SIGTERM.

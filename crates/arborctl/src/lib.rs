@@ -3,9 +3,10 @@
 //! Offline commands work on a repository checked out on disk: `vet` reports every error of a
 //! source at once, `hydrate` writes the exact objects it would apply. Remote commands ask the
 //! running controllers over gRPC: `status` and `sync` (arbor-gitsync), `tree` (arbor-hierarchy),
-//! `explain` (both), `drift` (arbor-observer). Their connection flags, environment variables
-//! and default loopback addresses are documented in [`connect`]; `-o json|yaml` prints the
-//! answer for scripts.
+//! `explain` (both), `drift` (arbor-observer). They find the controllers through the current
+//! context of the arborctl config file ([`context`]; `arborctl demo` writes one), which flags
+//! and `ARBOR_*` variables override ([`connect`]); `-o json|yaml` prints the answer for
+//! scripts.
 //!
 //! The same program is installed as `kubectl-arbor`, so with it on the `PATH` kubectl runs it as
 //! a plugin: `kubectl arbor status`, `kubectl arbor tree team-a`,
@@ -16,12 +17,14 @@
 
 mod completions;
 pub mod connect;
+pub mod context;
 mod crds;
 mod demo;
 mod drift;
 mod explain;
 mod hydrate;
 pub mod output;
+mod review;
 mod source;
 mod status;
 mod sync;
@@ -62,8 +65,12 @@ enum Command {
     Explain(explain::ExplainArgs),
     /// Stream drift as arbor-observer sees it, until Ctrl-C or --timeout.
     Drift(drift::DriftArgs),
+    /// Ask arbor-webhook what it would answer to a change, without making it (exit 1: denied).
+    Review(review::ReviewArgs),
     /// Fetch and sync a source now, and print the commit it synced.
     Sync(sync::SyncArgs),
+    /// List, show, choose and edit the contexts of the arborctl config file.
+    Context(context::ContextArgs),
     /// Run Arbor locally: an emulated API server, the four controllers and example repos.
     Demo(demo::DemoArgs),
 }
@@ -73,12 +80,27 @@ enum Command {
 pub fn main(bin_name: &'static str) -> ExitCode {
     let matches = Cli::command().bin_name(bin_name).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    let answers_yes_or_no = cli.command.answers_yes_or_no();
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(error) if error.downcast_ref::<review::Denied>().is_some() => ExitCode::from(1),
         Err(error) => {
             connect::report(&error, cli.verbose);
-            ExitCode::FAILURE
+            // A command whose exit code is its answer keeps 1 for "no"; failing to answer is 2,
+            // as with `kubectl diff`.
+            if answers_yes_or_no {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
+    }
+}
+
+impl Command {
+    /// Commands whose exit code 1 is an answer (denied), not a failure.
+    fn answers_yes_or_no(&self) -> bool {
+        matches!(self, Self::Review(_))
     }
 }
 
@@ -92,7 +114,9 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Tree(args) => remote(tree::run(&args)),
         Command::Explain(args) => remote(explain::run(&args)),
         Command::Drift(args) => remote(drift::run(&args)),
+        Command::Review(args) => remote(review::run(&args)),
         Command::Sync(args) => remote(sync::run(&args)),
+        Command::Context(args) => context::run(&args),
         Command::Demo(args) => demo::run(&args),
     }
 }

@@ -28,6 +28,12 @@ pub struct OutputArgs {
     pub format: Format,
 }
 
+/// Whether stdout takes colours: a terminal, and `NO_COLOR` unset (no-color.org).
+pub fn colour_stdout() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 /// Prints `value` as pretty JSON or as one YAML document.
 pub fn print_structured(format: Format, value: &Value) -> anyhow::Result<()> {
     match format {
@@ -36,6 +42,25 @@ pub fn print_structured(format: Format, value: &Value) -> anyhow::Result<()> {
         Format::Table => anyhow::bail!("a table is not a structured format"),
     }
     Ok(())
+}
+
+/// The characters of `cell` a terminal shows: ANSI colour sequences take no room.
+fn visible_width(cell: &str) -> usize {
+    let mut width = 0;
+    let mut chars = cell.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ parameters final-byte
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            width += 1;
+        }
+    }
+    width
 }
 
 /// Columns padded to their widest cell; the last column is not padded.
@@ -62,7 +87,7 @@ impl Table {
                 self.rows
                     .iter()
                     .filter_map(|row| row.get(column))
-                    .map(|cell| cell.chars().count())
+                    .map(|cell| visible_width(cell))
                     .max()
                     .unwrap_or(0)
             })
@@ -74,7 +99,8 @@ impl Table {
                 if column + 1 == row.len() {
                     line.push_str(cell);
                 } else {
-                    let _ = write!(line, "{cell:<width$}  ", width = widths[column]);
+                    let padding = widths[column] - visible_width(cell);
+                    let _ = write!(line, "{cell}{:padding$}  ", "");
                 }
             }
             out.push_str(line.trim_end());

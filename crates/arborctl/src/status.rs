@@ -41,9 +41,15 @@ pub async fn run(args: &StatusArgs) -> anyhow::Result<()> {
         .map_err(|status| remote.call_failed("GetStatus", status))?
         .into_inner();
     match args.output.format {
-        Format::Table => print!("{}", render_table(&response.sources)),
+        Format::Table => print!(
+            "{}",
+            render_table_coloured(&response.sources, crate::output::colour_stdout())
+        ),
         format => {
-            let sources = response.sources.iter().map(source_status_json).collect();
+            let sources = by_state(&response.sources)
+                .into_iter()
+                .map(source_status_json)
+                .collect();
             print_structured(format, &json!({ "sources": Value::Array(sources) }))?;
         }
     }
@@ -66,14 +72,90 @@ pub fn proto_source(source: &SourceRef) -> v1::SourceRef {
     }
 }
 
+/// How a source is doing, as its kstatus conditions say; the order is the table's, so the
+/// sources that need an operator come first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SourceState {
+    /// Ready=False or Stalled=True: the last round failed or cannot go on.
+    Failing,
+    /// A round is under way or no round has finished yet.
+    Reconciling,
+    /// Syncing is paused.
+    Suspended,
+    /// Ready=True.
+    Ready,
+}
+
+impl SourceState {
+    pub fn of(status: &SourceStatus) -> Self {
+        let condition = |kind: &str| {
+            status
+                .conditions
+                .iter()
+                .find(|condition| condition.r#type == kind)
+                .map(|condition| condition.status.as_str())
+        };
+        if condition("Stalled") == Some("True") || condition("Ready") == Some("False") {
+            Self::Failing
+        } else if status.suspended {
+            Self::Suspended
+        } else if condition("Ready") == Some("True") && condition("Reconciling") != Some("True") {
+            Self::Ready
+        } else {
+            Self::Reconciling
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Self::Failing => "Failing",
+            Self::Reconciling => "Reconciling",
+            Self::Suspended => "Suspended",
+            Self::Ready => "Ready",
+        }
+    }
+
+    /// The word, coloured when `colour` (red failing, yellow in progress, green ready).
+    fn cell(self, colour: bool) -> String {
+        if !colour {
+            return self.word().to_owned();
+        }
+        let code = match self {
+            Self::Failing => "31",
+            Self::Reconciling | Self::Suspended => "33",
+            Self::Ready => "32",
+        };
+        format!("\u{1b}[{code}m{}\u{1b}[0m", self.word())
+    }
+}
+
+/// The sources in the table's order: failing first, then by name.
+fn by_state(sources: &[SourceStatus]) -> Vec<&SourceStatus> {
+    let mut sorted: Vec<&SourceStatus> = sources.iter().collect();
+    sorted.sort_by_cached_key(|status| {
+        (
+            SourceState::of(status),
+            optional_source_name(status.source.as_ref()),
+        )
+    });
+    sorted
+}
+
 /// The summary table, then one detail block per source that has conditions, errors or
-/// ignored files.
+/// ignored files. Failing sources come first.
 pub fn render_table(sources: &[SourceStatus]) -> String {
+    render_table_coloured(sources, false)
+}
+
+/// [`render_table`], with the state coloured when `colour`.
+pub fn render_table_coloured(sources: &[SourceStatus], colour: bool) -> String {
     if sources.is_empty() {
         return "No sources.\n".to_owned();
     }
+    let sources = by_state(sources);
     let mut table = Table::new(&[
         "SOURCE",
+        "STATE",
         "COMMIT",
         "DISCOVERED",
         "APPLIED",
@@ -82,10 +164,11 @@ pub fn render_table(sources: &[SourceStatus]) -> String {
         "ERRORS",
         "LAST SYNC",
     ]);
-    for status in sources {
+    for status in &sources {
         let counters = status.counters.unwrap_or_default();
         table.row(vec![
             optional_source_name(status.source.as_ref()),
+            SourceState::of(status).cell(colour),
             short_commit(&status.observed_commit),
             counters.discovered.to_string(),
             counters.applied.to_string(),
@@ -189,5 +272,66 @@ pub fn source_status_json(status: &SourceStatus) -> Value {
         })).collect::<Vec<_>>(),
         "conditions": conditions_json(&status.conditions),
         "suspended": status.suspended,
+        "state": SourceState::of(status).word(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arbor_proto::v1::Condition;
+
+    fn source(name: &str, conditions: &[(&str, &str)]) -> SourceStatus {
+        SourceStatus {
+            source: Some(v1::SourceRef {
+                kind: SourceKind::ClusterGitTrack.into(),
+                namespace: String::new(),
+                name: name.to_owned(),
+            }),
+            conditions: conditions
+                .iter()
+                .map(|(kind, status)| Condition {
+                    r#type: (*kind).to_owned(),
+                    status: (*status).to_owned(),
+                    ..Condition::default()
+                })
+                .collect(),
+            ..SourceStatus::default()
+        }
+    }
+
+    #[test]
+    fn failing_sources_come_first_then_by_name() {
+        let sources = [
+            source("a-ready", &[("Ready", "True")]),
+            source("b-failing", &[("Ready", "False")]),
+            source("c-busy", &[("Ready", "True"), ("Reconciling", "True")]),
+            source("d-stalled", &[("Stalled", "True")]),
+        ];
+        let table = render_table(&sources);
+        let order: Vec<&str> = table
+            .lines()
+            .skip(1)
+            .take(4)
+            .map(|line| line.split_whitespace().next().unwrap())
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "ClusterGitTrack/b-failing",
+                "ClusterGitTrack/d-stalled",
+                "ClusterGitTrack/c-busy",
+                "ClusterGitTrack/a-ready"
+            ],
+            "{table}"
+        );
+        assert!(table.lines().nth(1).unwrap().contains("Failing"), "{table}");
+    }
+
+    #[test]
+    fn colour_only_when_asked() {
+        let sources = [source("a", &[("Ready", "True")])];
+        assert!(!render_table(&sources).contains('\u{1b}'));
+        assert!(render_table_coloured(&sources, true).contains("\u{1b}[32mReady"));
+    }
 }

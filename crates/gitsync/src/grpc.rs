@@ -65,7 +65,7 @@ impl SyncServiceImpl {
         let declared = declarations
             .iter()
             .find(|(_, _, record)| !matches!(record.state, ObjectState::Ignored));
-        let gvk = match declared {
+        let mut gvk = match declared {
             Some((_, _, record)) if version.is_empty() => record.gvk.clone(),
             _ => GroupVersionKind {
                 group: key.group_kind.group.clone(),
@@ -74,9 +74,23 @@ impl SyncServiceImpl {
             },
         };
         if gvk.version.is_empty() {
-            return Err(Status::invalid_argument(
-                "object.version is required for an object no source declares",
-            ));
+            // Named by kind alone and declared nowhere: the object is whatever the API server
+            // serves under that kind, at the version it recommends.
+            gvk.version = self
+                .ctx
+                .applier
+                .discovery()
+                .recommended_version(&gvk.group, &gvk.kind)
+                .await
+                .map_err(|error| Status::unavailable(error.to_string()))?
+                .ok_or_else(|| {
+                    Status::not_found(format!(
+                        "the API server serves no kind {}{}{}",
+                        gvk.kind,
+                        if gvk.group.is_empty() { "" } else { "." },
+                        gvk.group
+                    ))
+                })?;
         }
         let compare = declared
             .and_then(|(_, _, record)| CompareFields::parse(&record.compare_fields).ok())

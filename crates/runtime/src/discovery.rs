@@ -97,6 +97,50 @@ impl KindCache {
         Ok(served)
     }
 
+    /// The version the API server recommends for `group`'s `kind` (its preferred version, else
+    /// the most stable one that serves the kind): what a client that names an object only by
+    /// kind, like `arborctl explain ConfigMap/team/handmade`, means.
+    pub async fn recommended_version(
+        &self,
+        group: &str,
+        kind: &str,
+    ) -> Result<String, DiscoveryError> {
+        let unversioned = || GroupVersionKind {
+            group: group.to_owned(),
+            version: String::new(),
+            kind: kind.to_owned(),
+        };
+        let api_group = match kube::discovery::group(&self.client, group).await {
+            Ok(api_group) => api_group,
+            Err(kube::Error::Discovery(_)) => {
+                return Err(DiscoveryError::NotServed { gvk: unversioned() });
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                return Err(DiscoveryError::NotServed { gvk: unversioned() });
+            }
+            Err(source) => {
+                return Err(DiscoveryError::Failed {
+                    gvk: unversioned(),
+                    source: Box::new(source),
+                });
+            }
+        };
+        if let Some((resource, _)) = api_group.recommended_kind(kind) {
+            return Ok(resource.version);
+        }
+        // The preferred version may not serve the kind while an older one still does.
+        api_group
+            .versions()
+            .find(|version| {
+                api_group
+                    .versioned_resources(version)
+                    .iter()
+                    .any(|(resource, _)| resource.kind == kind)
+            })
+            .map(str::to_owned)
+            .ok_or_else(|| DiscoveryError::NotServed { gvk: unversioned() })
+    }
+
     /// Forgets every answer, so kinds whose definitions changed are looked up again.
     pub fn refresh(&self) {
         self.lock().clear();

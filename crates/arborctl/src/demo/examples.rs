@@ -14,7 +14,7 @@ use kube::Api;
 use serde_json::json;
 
 use super::progress::{self, Ticker};
-use crate::connect::{ConnectionArgs, Service};
+use crate::connect::{Resolved, Service};
 
 /// The hierarchical (Nomos-style) example, followed by a ClusterGitTrack.
 pub const FOO_CORP: &str = "foo-corp";
@@ -171,7 +171,7 @@ fn matches(status: &SourceStatus, expected: &ExpectedSource) -> bool {
 /// Application's Deployment to exist.
 pub async fn wait_until_converged(
     system: &System,
-    connection: &ConnectionArgs,
+    connection: &Resolved,
     expected: &[ExpectedSource],
     timeout: Duration,
 ) -> anyhow::Result<()> {

@@ -7,12 +7,17 @@ use arbor_proto::v1::hierarchy_service_client::HierarchyServiceClient;
 use arbor_proto::v1::sync_service_client::SyncServiceClient;
 use arbor_testkit::System;
 
-use crate::connect::{ConnectionArgs, Service};
+use crate::connect::{Resolved, Service};
+use crate::context::DEMO_CONTEXT;
 
 /// The line a script can wait for: everything above it is the summary.
 pub const SUMMARY_END: &str = "Arbor demo is ready.";
 
-pub async fn print(system: &System, connection: &ConnectionArgs) -> anyhow::Result<()> {
+pub async fn print(
+    system: &System,
+    connection: &Resolved,
+    config: &std::path::Path,
+) -> anyhow::Result<()> {
     let sync = connection.connect(Service::Sync).await?;
     let status = SyncServiceClient::new(sync.channel())
         .get_status(GetStatusRequest { source: None })
@@ -38,10 +43,9 @@ pub async fn print(system: &System, connection: &ConnectionArgs) -> anyhow::Resu
     println!("  kubectl get ns");
     println!("  kubectl get clustergittracks,gittracks -A");
     println!();
-    println!("Ask the controllers with arborctl (mutual TLS):");
     println!(
-        "  arborctl status \\\n    {}",
-        system.arborctl_flags().join(" \\\n    ")
+        "arborctl needs no flags: context {DEMO_CONTEXT:?} is current in {} (arborctl status, tree, explain, drift).",
+        config.display()
     );
     println!();
     println!("{SUMMARY_END}");

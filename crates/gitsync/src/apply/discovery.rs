@@ -64,6 +64,27 @@ impl Discovery {
         }
     }
 
+    /// The version the API server recommends for a kind named without one; `None` when the
+    /// kind is not served.
+    pub async fn recommended_version(
+        &self,
+        group: &str,
+        kind: &str,
+    ) -> Result<Option<String>, ApplyError> {
+        match self.kinds.recommended_version(group, kind).await {
+            Ok(version) => Ok(Some(version)),
+            Err(DiscoveryError::NotServed { .. }) => Ok(None),
+            Err(DiscoveryError::Failed { gvk, source }) => Err(ApplyError::Discovery {
+                gvk: GroupVersionKind {
+                    group: gvk.group,
+                    version: gvk.version,
+                    kind: gvk.kind,
+                },
+                source,
+            }),
+        }
+    }
+
     /// Forgets every answer, so kinds whose definitions changed are looked up again.
     pub fn refresh(&self) {
         self.kinds.refresh();
