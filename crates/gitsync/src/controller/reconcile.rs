@@ -13,7 +13,7 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
@@ -35,6 +35,10 @@ use super::tracking::{self, TrackingKind};
 
 /// How soon a failed reconcile is retried.
 const RETRY: Duration = Duration::from_secs(5);
+/// Tracking objects finalized at once, per tracking kind.
+const FINALIZER_CONCURRENCY: u16 = 16;
+/// How soon a Terminating tracking object left to its source's deletion is looked at again.
+const LEFT_TO_SOURCE: Duration = Duration::from_secs(30);
 
 /// A source kind the controller reconciles.
 pub trait SourceKind:
@@ -368,7 +372,12 @@ async fn run_tracking<K>(api: Api<K>, ctx: Arc<Context>, token: CancellationToke
 where
     K: TrackingKind + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
+    // Bounded: a prune or a garbage-collected source turns thousands of tracking objects
+    // Terminating at once, and unbounded, each would open its own requests to the API server
+    // together (sockets, and the server's patience, run out before any finishes). A bounded
+    // pool works through them steadily.
     Controller::new(api, watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(FINALIZER_CONCURRENCY))
         .graceful_shutdown_on(token.cancelled_owned())
         .run(reconcile_tracking::<K>, retry_tracking::<K>, ctx)
         .for_each(|_| futures::future::ready(()))
@@ -381,8 +390,12 @@ where
 {
     let finalizing = object.meta().deletion_timestamp.is_some()
         && object.finalizers().iter().any(|f| f == GITSYNC_FINALIZER);
-    if finalizing && tracking::watched_owner(&ctx, object.as_ref()) {
-        tracking::finalize(&ctx, object.as_ref()).await?;
+    if finalizing
+        && tracking::watched_owner(&ctx, object.as_ref())
+        && !tracking::finalize(&ctx, object.as_ref()).await?
+    {
+        // Left to its source's deletion; look again in case that never comes.
+        return Ok(Action::requeue(LEFT_TO_SOURCE));
     }
     Ok(Action::await_change())
 }

@@ -278,6 +278,8 @@ struct Sync<'a> {
     tracked: BTreeMap<ObjectKey, Tracked>,
     /// Tracking objects other sources manage: declaring one of their objects is a conflict.
     others: BTreeMap<ObjectKey, Tracked>,
+    /// Tracking objects without a controller owner, which a declaring source adopts.
+    unowned: BTreeSet<ObjectKey>,
     snapshot: Snapshot,
     listed: BTreeSet<GroupVersionKind>,
     records: BTreeMap<ObjectKey, ObjectRecord>,
@@ -306,6 +308,7 @@ async fn sync(
         state,
         tracked: inventory.owned,
         others: inventory.others,
+        unowned: inventory.unowned,
         snapshot,
         listed: kinds.keys().cloned().collect(),
         records: BTreeMap::new(),
@@ -559,6 +562,7 @@ impl Sync<'_> {
                 self.handle,
                 planned,
                 self.tracked.get(&planned.key),
+                self.unowned.contains(&planned.key),
             )
             .await?;
             let target = Target {

@@ -10,7 +10,7 @@
 //! is being deleted with gitsync's finalizer, [`deletion`](super::deletion) decides instead;
 //! for a source gone without it, the `deletionPolicy` recorded on the tracking object does.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use arbor_api::keys::{GITSYNC_FIELD_MANAGER, GITSYNC_FINALIZER, SourceRef};
 use arbor_api::source::DeletionPolicy;
@@ -19,7 +19,7 @@ use arbor_policy::object::{GroupVersionKind, ObjectKey, gvk};
 use arbor_policy::ownership::{ClusterGitTrackMode, Owner, TrackingObject};
 use arbor_policy::sync::{Action, CompareFields};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -150,6 +150,8 @@ pub struct Inventory {
     /// Those another source manages (their controller ownerReference names it): an object the
     /// source declares too is a management conflict.
     pub others: BTreeMap<ObjectKey, Tracked>,
+    /// Those without a controller owner (left over): a source declaring the object adopts it.
+    pub unowned: BTreeSet<ObjectKey>,
 }
 
 /// Every tracking object `handle` can see, by the key of the object it tracks.
@@ -164,6 +166,8 @@ pub async fn list_inventory(
             inventory.owned.insert(tracked.key.clone(), tracked);
         } else if owner_source(&tracked).is_some() {
             inventory.others.insert(tracked.key.clone(), tracked);
+        } else {
+            inventory.unowned.insert(tracked.key);
         }
     };
     match &handle.owner {
@@ -238,11 +242,17 @@ fn deletion_policy_text(policy: DeletionPolicy) -> &'static str {
 
 /// Makes the tracking object of `planned` exist as it should; returns whether it wrote.
 /// A tracking object being deleted is left to its finalizer, which asks for a new round.
+///
+/// `existing` is the source's own tracking object; `adopt` says a tracking object without a
+/// controller owner is there to take. Otherwise the tracking object is created, not applied:
+/// two sources that declare one object in the same moment cannot both win it (the loser gets
+/// `AlreadyExists`, and at its next round a management conflict).
 pub async fn ensure(
     ctx: &Context,
     handle: &SourceHandle,
     planned: &PlannedObject,
     existing: Option<&Tracked>,
+    adopt: bool,
 ) -> Result<bool, ControllerError> {
     let desired = desired_tracking(ctx, handle, planned);
     if let Some(existing) = existing
@@ -251,23 +261,44 @@ pub async fn ensure(
         return Ok(false);
     }
     let name = tracking_name(&planned.key);
-    let params = PatchParams::apply(GITSYNC_FIELD_MANAGER).force();
+    let create = existing.is_none() && !adopt;
     let result = match &planned.tracking {
         TrackingObject::GitTrackObject { namespace } => {
             let api: Api<GitTrackObject> = Api::namespaced(ctx.client.clone(), namespace);
-            api.patch(&name, &params, &Patch::Apply(&desired))
-                .await
-                .map(drop)
+            write_tracking(&api, &name, &desired, create).await
         }
         TrackingObject::ClusterGitTrackObject => {
             let api: Api<ClusterGitTrackObject> = Api::all(ctx.client.clone());
-            api.patch(&name, &params, &Patch::Apply(&desired))
-                .await
-                .map(drop)
+            write_tracking(&api, &name, &desired, create).await
         }
     };
-    result.map_err(|source| ControllerError::kube("apply tracking object", name, source))?;
+    let verb = if create {
+        "create tracking object"
+    } else {
+        "apply tracking object"
+    };
+    result.map_err(|source| ControllerError::kube(verb, name, source))?;
     Ok(true)
+}
+
+async fn write_tracking<K>(
+    api: &Api<K>,
+    name: &str,
+    desired: &Value,
+    create: bool,
+) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    if create {
+        let object: K = serde_json::from_value(desired.clone()).map_err(kube::Error::SerdeError)?;
+        api.create(&PostParams::default(), &object).await.map(drop)
+    } else {
+        let params = PatchParams::apply(GITSYNC_FIELD_MANAGER).force();
+        api.patch(name, &params, &Patch::Apply(desired))
+            .await
+            .map(drop)
+    }
 }
 
 fn is_current(existing: &Tracked, desired: &Value) -> bool {
@@ -431,10 +462,11 @@ pub fn declared_elsewhere(
 }
 
 /// The finalizer: applies the action table to the tracked object, then lets the tracking
-/// object go.
-pub async fn finalize<K: TrackingKind>(ctx: &Context, object: &K) -> Result<(), ControllerError> {
+/// object go. Returns `false` when it leaves the decision to the source's deletion.
+pub async fn finalize<K: TrackingKind>(ctx: &Context, object: &K) -> Result<bool, ControllerError> {
     let Some(tracked) = Tracked::of(object) else {
-        return remove_finalizer(ctx, &object.name_any(), object.meta()).await;
+        remove_finalizer(ctx, &object.name_any(), object.meta()).await?;
+        return Ok(true);
     };
     let owner = owner_source(&tracked);
     let state = match &owner {
@@ -447,7 +479,7 @@ pub async fn finalize<K: TrackingKind>(ctx: &Context, object: &K) -> Result<(), 
         if let Some((source, _)) = &owner {
             ctx.registry.request_round(source);
         }
-        return Ok(());
+        return Ok(false);
     }
     let alive = state == SourceState::Alive;
     let still_declared = alive
@@ -462,7 +494,7 @@ pub async fn finalize<K: TrackingKind>(ctx: &Context, object: &K) -> Result<(), 
         if let Some((source, _)) = &owner {
             ctx.registry.request_round(source);
         }
-        return Ok(());
+        return Ok(true);
     }
     let others = declared_elsewhere(ctx, owner.as_ref().map(|(source, _)| source), &tracked.key);
     if !others.is_empty() {
@@ -472,7 +504,7 @@ pub async fn finalize<K: TrackingKind>(ctx: &Context, object: &K) -> Result<(), 
         for source in &others {
             ctx.registry.request_round(source);
         }
-        return Ok(());
+        return Ok(true);
     }
     let orphan = tracked
         .meta
@@ -493,7 +525,8 @@ pub async fn finalize<K: TrackingKind>(ctx: &Context, object: &K) -> Result<(), 
         };
         remove_object(ctx, &tracked, sync_declared).await?;
     }
-    remove_finalizer(ctx, &tracked.name, &tracked.meta).await
+    remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
+    Ok(true)
 }
 
 /// Applies the action table to the object `tracked` tracks, with nothing declared for it:

@@ -29,19 +29,25 @@
 //!
 //! ## Seed rows and their tests
 //!
-//! | rule | unit test (here) | running controller (`crates/gitsync/tests/controller_pruning.rs`) |
+//! | rule | unit test (here) | through the running controller (`crates/gitsync/tests/`) |
 //! |---|---|---|
-//! | seeds/000 Sync Declared, flat: the last object of a kind removed from git is deleted (row 5) | `flat_kind_stays_declared_while_the_inventory_holds_it` | `row_5_flat_source_deletes_the_last_object_of_a_kind_removed_from_git` |
-//! | seeds/000 row 8, hierarchical: a kind whose Sync is removed is left | `hierarchical_kinds_come_from_syncs_only` | `row_8_hierarchical_source_leaves_objects_of_a_kind_whose_sync_is_removed` |
-//! | DESIGN "Deleting a source": `Orphan` by default | `orphan_releases_every_object` | `deleting_a_source_orphans_by_default` |
-//! | DESIGN "Deleting a source": `Delete` is a prune, held by the guard until allowed | `delete_is_blocked_by_the_budget_until_allowed` | `deleting_a_source_with_delete_policy_waits_for_the_allow_annotation` |
-//! | Namespaces go last; one holding unmanaged objects is left | `namespaces_wait_for_every_other_object`, `a_namespace_holding_unmanaged_objects_is_released` | `deleting_a_source_deletes_namespaces_last_and_keeps_one_holding_unmanaged_objects` |
-//! | Deleting a large source makes progress, shown in its status | `plan_deletion` is stateless per step | `deleting_a_source_with_hundreds_of_objects_finishes_with_progress_in_its_status` |
-//! | Mass prune over a window (8 → 4 → 2 → 1) | `halving_commit_after_commit_is_blocked_within_the_window` | `mass_prune_guard_counts_every_round_of_the_window` |
-//! | The high-water mark survives a restart | `a_window_that_has_passed_starts_again_from_the_current_count` | `mass_prune_window_survives_a_restart` |
-//! | The allow annotation is consumed | `the_annotation_allows_one_round_and_restarts_the_window` | `the_allow_annotation_is_removed_after_the_round_it_allowed` |
-//! | Two sources declaring one object: a conflict on the second | `a_second_source_is_in_conflict_with_the_manager` | `a_second_source_declaring_an_object_reports_a_management_conflict` |
-//! | Deleting or pruning one source never deletes what another declares | `objects_another_source_declares_are_released` | `pruning_or_deleting_one_source_keeps_an_object_another_declares` |
+//! | seeds/000 Sync Declared, flat: the last object of a kind removed from git is deleted (row 5), prune guard as usual | `flat_kind_stays_declared_while_the_inventory_holds_it` | `controller_pruning.rs`: `row_5_flat_source_deletes_the_last_object_of_a_kind_removed_from_git` |
+//! | seeds/000 row 8, hierarchical: a kind whose Sync is removed is left | `hierarchical_kinds_come_from_syncs_only` | `controller_table.rs`: `row_8_object_whose_sync_is_removed_is_left_on_the_cluster` |
+//! | DESIGN "Deleting a source": `Orphan` by default | `orphan_releases_every_object` | `controller_pruning.rs`: `deleting_a_source_orphans_by_default` |
+//! | `Delete` is a prune: held by the guard, with a condition, until the annotation allows it | `delete_is_blocked_by_the_budget_until_allowed` | `controller_pruning.rs`: `deleting_a_source_with_delete_policy_waits_for_the_allow_annotation` |
+//! | `Delete` takes only labelled objects | (the action table) | `controller_safety.rs`: `deleting_a_source_deletes_only_its_labelled_objects` |
+//! | Namespaces go last; one holding objects Arbor does not manage is left, with an Event | `namespaces_wait_for_every_other_object`, `a_namespace_holding_unmanaged_objects_is_released`, `the_cluster_s_own_objects_do_not_keep_a_namespace` | `controller_pruning.rs`: `deleting_a_source_deletes_namespaces_last_and_keeps_one_holding_unmanaged_objects` |
+//! | Deleting a large source makes progress without a restart, shown in its status | (each step is planned from what is left) | `controller_pruning.rs`: `deleting_a_source_with_hundreds_of_objects_finishes_with_progress_in_its_status`, `pruning_hundreds_of_objects_in_one_round_finalizes_every_tracking_object` |
+//! | The mass-prune budget is over a window (8 → 4 → 2 → 1), and survives a restart | `halving_commit_after_commit_is_blocked_within_the_window`, `a_window_that_has_passed_starts_again_from_the_current_count`, `deleting_every_namespace_is_blocked_whatever_the_fraction` | `controller_pruning.rs`: `mass_prune_guard_counts_every_round_of_the_window_across_a_restart` |
+//! | The allow annotation is consumed after the round it allowed | `the_annotation_allows_one_round_and_restarts_the_window` | `controller_pruning.rs`: `the_allow_annotation_is_removed_after_the_round_it_allowed` |
+//! | Two sources declaring one object: a condition and an Event on the second, naming the first; never applied by both | `a_second_source_is_in_conflict_with_the_manager` | `controller_pruning.rs`: `a_second_source_declaring_an_object_reports_a_management_conflict` |
+//! | Deleting or pruning one source never deletes an object another still declares | `objects_another_source_declares_are_released` | `controller_pruning.rs`: `pruning_or_deleting_one_source_keeps_an_object_another_declares` |
+//!
+//! Where the seeds leave room: the annotation is consumed only by a round it actually let past
+//! the guard (a round within budget leaves it), and that round starts a new window from what
+//! is left; conflicts are reported on the second source (the first keeps managing the object,
+//! so nothing changes for it); sources are known to each other through the instance's
+//! registry, so a source watched by another instance is not seen as declaring anything.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
