@@ -45,6 +45,8 @@ the controllers only: every webhook replica answers admission requests, none is 
 {{- end }}
 - --max-prune-fraction
 - {{ $root.Values.gitsync.maxPruneFraction | quote }}
+- --prune-window
+- {{ $root.Values.gitsync.pruneWindow }}
 - --resync-period
 - {{ $root.Values.gitsync.resyncPeriod }}
 - --management-label

@@ -71,6 +71,12 @@ pub mod reasons {
     pub const INVALID_OBSERVER_SCHEMA: &str = "InvalidObserverSchema";
     /// Ready false: the resource is being deleted and its objects with it.
     pub const DELETING: &str = "Deleting";
+    /// Source being deleted with `deletionPolicy: Delete`, Stalled: deleting everything it
+    /// applied is more than the mass-prune guard allows; it waits for the allow annotation.
+    pub const DELETION_BLOCKED: &str = "DeletionBlocked";
+    /// Source, Ready false: another source manages an object it declares, so it does not apply
+    /// it (the message names both).
+    pub const MANAGEMENT_CONFLICT: &str = "ManagementConflict";
     /// SubNamespace, Ready: its namespace exists as a child of the SubNamespace's namespace.
     pub const NAMESPACE_IN_PLACE: &str = "NamespaceInPlace";
 }

@@ -44,8 +44,9 @@ pub use gittrack_object::{
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 pub use keys::{Keys, ManagementLabel, SourceRef};
 pub use source::{
-    AuthType, DeletionPolicy, GitAuth, GitReference, GitSourceSpec, GitSourceStatus, Layout,
-    NamespacedSecretRef, Revision, SecretRef, SecretReference, SourceError,
+    AuthType, DeletionPolicy, DeletionProgress, GitAuth, GitReference, GitSourceSpec,
+    GitSourceStatus, Layout, NamespacedSecretRef, PruneWindowStatus, Revision, SecretRef,
+    SecretReference, SourceError,
 };
 pub use subnamespace::{SubNamespace, SubNamespaceSpec, SubNamespaceStatus};
 pub use sync::{HierarchyMode, SyncResource, SyncSpec, SyncState, SyncStatus};

@@ -162,12 +162,19 @@ pub enum Layout {
 }
 
 /// What happens to applied objects when their source is deleted.
+///
+/// `Orphan` is the default, as in Config Sync: deleting a source must never empty a cluster by
+/// surprise. `Delete` is a prune of everything the source applied, held by the same guards as a
+/// round (`--max-prune-fraction`, never every namespace) until the source carries the
+/// allow-mass-prune annotation; Namespaces go last, and one that holds objects the source did
+/// not apply is left.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum DeletionPolicy {
-    /// Delete the managed objects (those still carrying the management label).
-    #[default]
+    /// Delete the managed objects (those still carrying the management label), subject to the
+    /// mass-prune guard.
     Delete,
     /// Leave them on the cluster.
+    #[default]
     Orphan,
 }
 
@@ -452,6 +459,39 @@ pub struct GitSourceStatus {
     pub errors: Vec<SourceError>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The mass-prune window: the most objects the source held since `start` and how many were
+    /// pruned since (the guard allows `--max-prune-fraction` of the high-water mark per
+    /// `--prune-window`). Kept here so a restart does not reset it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prune_window: Option<PruneWindowStatus>,
+    /// Progress of deleting the source, while it is being deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion: Option<DeletionProgress>,
+}
+
+/// See [`GitSourceStatus::prune_window`].
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PruneWindowStatus {
+    /// When the window began.
+    pub start: Time,
+    /// The most objects the source held within the window.
+    pub high_water_mark: i64,
+    /// Objects pruned within the window.
+    pub pruned: i64,
+}
+
+/// How far deleting a source has come: its tracking objects finalized so far and left.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletionProgress {
+    /// Tracking objects still to finalize.
+    pub remaining: i64,
+    /// Objects deleted from the cluster.
+    pub deleted: i64,
+    /// Tracking objects let go while their object stays (orphaned, declared by another source,
+    /// or a Namespace holding other objects).
+    pub released: i64,
 }
 
 /// One problem found while syncing, located as precisely as known.
@@ -637,7 +677,7 @@ mod tests {
         .unwrap();
         assert!(spec.prune);
         assert_eq!(spec.layout, Layout::Flat);
-        assert_eq!(spec.deletion_policy, DeletionPolicy::Delete);
+        assert_eq!(spec.deletion_policy, DeletionPolicy::Orphan);
     }
 
     #[test]

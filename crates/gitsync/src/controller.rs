@@ -16,15 +16,22 @@
 //!    ClusterGitTrackObject (owned by the source, carrying the gitsync finalizer), then the
 //!    action table of seeds/000 decides, through [`crate::apply::Applier`];
 //! 5. prune: tracking objects whose declaration is gone are deleted; their finalizer
-//!    ([`tracking`]) applies the table (delete only what carries the management label,
-//!    `deletionPolicy: Orphan` leaves everything). Labelled objects of declared kinds that no
-//!    declaration and no tracking object explains (seeds/000's `secret-admin`) are deleted by the
-//!    table directly. The prune guard ([`prune`]) stops a round that would delete more than
-//!    `--max-prune-fraction` of the source's objects or all of its namespaces, until the source
-//!    carries the allow-mass-prune annotation;
+//!    ([`tracking`]) applies the table (delete only what carries the management label, and
+//!    nothing another source declares). Labelled objects of declared kinds that no declaration
+//!    and no tracking object explains (seeds/000's `secret-admin`) are deleted by the table
+//!    directly. The prune guard
+//!    ([`PruneBudget`](arbor_policy::sync::prune::PruneBudget)) stops a round that would take
+//!    the source over `--max-prune-fraction` of its high-water mark within `--prune-window`,
+//!    or delete all of its namespaces, until the source carries the allow-mass-prune
+//!    annotation, which that round then consumes;
 //! 6. status ([`status`]) by server-side apply on the status subresource, written only when it
 //!    changed, Events, metrics; each tracking object's `ObjectInSync` condition
 //!    ([`object_status`]) likewise, right after its object was acted on.
+//!
+//! A declared object whose tracking object another source holds is a management conflict: it
+//! is not applied, and the source reports it ([`claim`](arbor_policy::sync::prune::claim)).
+//! Deleting a source is [`deletion`]: its finalizer holds it until its inventory is disposed of
+//! as [`plan_deletion`](arbor_policy::sync::prune::plan_deletion) says.
 //!
 //! A round that finds the same commit as the last one, within `--resync-period` of the last full
 //! comparison and without a request (`TriggerSync`, `ReportDrift`), does nothing but the fetch.
@@ -33,6 +40,7 @@
 //! answer to `--gittrack-mode`, `--clustergittrack-mode` and `--namespace` ([`reconcile`]).
 
 pub mod credentials;
+pub mod deletion;
 pub mod error;
 pub mod handle;
 pub mod live;

@@ -45,11 +45,22 @@
 //!   reason `Unmanaged`) and left alone.
 //! - Applied objects carry no ownerReference, so garbage collection cannot bypass that rule;
 //!   deletion goes through the finalizer of the (Cluster)GitTrackObject, which applies the
-//!   table (and `deletionPolicy: Orphan` keeps everything).
+//!   table.
 //! - A commit that does not parse deletes nothing: the source keeps its last good state.
-//! - A round that would delete more than `--max-prune-fraction` of a source's objects, or all
-//!   of its namespaces, changes nothing until the source carries the allow-mass-prune
-//!   annotation (`ARB3005`).
+//! - The mass-prune guard: within `--prune-window` (default 1h) a source may lose at most
+//!   `--max-prune-fraction` of its high-water mark (the most objects it held in the window,
+//!   kept on its status so a restart does not reset it), and never all of its namespaces in one
+//!   round. A round over that changes nothing until the source carries the allow-mass-prune
+//!   annotation (`ARB3005`), which allows that one round and is then removed, with an Event.
+//! - Deleting a source is a prune of its inventory. Sources carry gitsync's finalizer;
+//!   `deletionPolicy: Orphan` (the default) leaves every object, `Delete` waits for the
+//!   allow-mass-prune annotation (`ARB3021`, `Stalled` reason `DeletionBlocked`), then deletes
+//!   Namespaces last and leaves one that holds objects the source did not apply (Event
+//!   `NamespaceKept`). Progress is on `status.deletion`.
+//! - One object, one manager: a second source declaring an object that another source's
+//!   tracking object holds does not apply it and reports a management conflict (`ARB3020`,
+//!   `Ready=False` reason `ManagementConflict`, an Event). Pruning or deleting a source never
+//!   deletes an object another source declares; that source takes it over.
 //! - A kind the cluster does not serve is an error on that kind alone (`ARB3003`); the rest of
 //!   the source syncs.
 //! - A GitTrack never owns cluster-scoped objects nor reaches into another namespace; what an

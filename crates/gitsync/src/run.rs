@@ -58,6 +58,11 @@ pub struct Args {
     #[arg(long, env = "ARBOR_MAX_PRUNE_FRACTION", default_value_t = 0.5, value_parser = parse_fraction)]
     pub max_prune_fraction: f64,
 
+    /// The window the mass-prune guard counts over: within it, a source may lose at most
+    /// --max-prune-fraction of the most objects it held (its high-water mark).
+    #[arg(long, env = "ARBOR_PRUNE_WINDOW", default_value = "1h", value_parser = parse_duration)]
+    pub prune_window: Duration,
+
     /// How often every object is compared with git, so drift is repaired without an observer.
     #[arg(long, env = "ARBOR_RESYNC_PERIOD", default_value = "10m", value_parser = parse_duration)]
     pub resync_period: Duration,
@@ -101,6 +106,7 @@ impl Args {
             label: self.management_label.clone(),
             keys: Keys::default(),
             max_prune_fraction: self.max_prune_fraction,
+            prune_window: self.prune_window,
             resync_period: self.resync_period,
             cache_dir: self.cache_dir.clone(),
             fetch: FetchSettings::default(),

@@ -273,7 +273,8 @@ async fn an_object_that_fails_to_apply_does_not_stop_the_others() -> anyhow::Res
     Ok(())
 }
 
-/// A ClusterGitTrack with two ConfigMaps; the label is then removed from `hand-kept`.
+/// A ClusterGitTrack with two ConfigMaps, allowed to mass-prune; the label is then removed
+/// from `hand-kept`, and the source deleted.
 async fn two_configmaps(
     cluster: &Cluster,
     instance: &Instance,
@@ -289,7 +290,9 @@ async fn two_configmaps(
         &Default::default(),
         &serde_json::from_value(json!({
             "apiVersion": "arbor.dev/v1alpha1", "kind": "ClusterGitTrack",
-            "metadata": {"name": "platform"},
+            // Deleting with `Delete` is a prune of everything: allowed here, held by the guard
+            // without the annotation (controller_pruning.rs).
+            "metadata": {"name": "platform", "annotations": {"arbor.dev/allow-mass-prune": "true"}},
             "spec": {"repository": repo.url(), "reference": {"branch": "main"}, "layout": "Flat",
                      "pollInterval": "1h", "deletionPolicy": deletion_policy},
         }))?,

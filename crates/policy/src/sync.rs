@@ -52,11 +52,17 @@
 //! `no_update_or_delete_without_the_management_label` and
 //! `create_only_when_sync_and_resource_are_declared_and_nothing_is_on_the_cluster`.
 //! The "resource matches" rules are shown table-driven in `tests/sync_matches.rs`.
+//!
+//! What a source may delete, and when (the Sync Declared column for flat sources, the
+//! mass-prune budget over a window, deleting a source, management conflicts between sources),
+//! is [`prune`]; its module docs map each rule to its unit test and to the test through the
+//! running controller.
 
 pub mod action;
 pub mod label;
 pub mod matches;
 pub mod path;
+pub mod prune;
 
 pub use action::{
     Action, COLUMNS, Decision, DeclaredOnCluster, Row, Situation, UndeclaredOnCluster, decide,

@@ -13,11 +13,15 @@ pub const MASS_PRUNE_BLOCKED: &str = "ARB3005";
 pub const UNMANAGED_OBJECT: &str = "ARB3006";
 /// Code: the source's spec is invalid.
 pub const INVALID_SPEC: &str = "ARB3007";
+/// Code: another source manages an object this source declares (a management conflict).
+pub const MANAGEMENT_CONFLICT: &str = "ARB3020";
+/// Code: deleting the source (`deletionPolicy: Delete`) waits for the allow annotation.
+pub const DELETION_BLOCKED: &str = "ARB3021";
 /// Code: the checkout or the local tree could not be read.
 pub const CHECKOUT_FAILED: &str = "ARB3009";
 
 /// Every code the controller reports, in order; each has a section in `docs/error-codes.md`.
-pub const CODES: [&str; 9] = [
+pub const CODES: [&str; 11] = [
     FETCH_FAILED,
     SECRET_INVALID,
     crate::apply::error::KIND_NOT_SERVED,
@@ -27,6 +31,8 @@ pub const CODES: [&str; 9] = [
     INVALID_SPEC,
     crate::apply::error::DISCOVERY_FAILED,
     CHECKOUT_FAILED,
+    MANAGEMENT_CONFLICT,
+    DELETION_BLOCKED,
 ];
 
 /// A failure that ends a round or a finalizer early; the next attempt retries.

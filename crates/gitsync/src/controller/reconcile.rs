@@ -5,24 +5,28 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use arbor_api::keys::{GITSYNC_FINALIZER, SourceRef};
+use arbor_api::condition::reasons;
+use arbor_api::keys::{ArborKeys, GITSYNC_FINALIZER, SourceRef};
 use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, GitSource, GitTrack, GitTrackObject};
 use arbor_policy::ownership::NamespaceScope;
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::controller::Action;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
+use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use super::Context;
+use super::deletion;
 use super::error::ControllerError;
 use super::handle::SourceHandle;
 use super::round::{self, RoundResult};
@@ -31,6 +35,10 @@ use super::tracking::{self, TrackingKind};
 
 /// How soon a failed reconcile is retried.
 const RETRY: Duration = Duration::from_secs(5);
+/// Tracking objects finalized at once, per tracking kind.
+const FINALIZER_CONCURRENCY: u16 = 16;
+/// How soon a Terminating tracking object left to its source's deletion is looked at again.
+const LEFT_TO_SOURCE: Duration = Duration::from_secs(30);
 
 /// A source kind the controller reconciles.
 pub trait SourceKind:
@@ -190,11 +198,14 @@ async fn reconcile_source<K: SourceKind>(
     let lock = ctx.registry.round_lock(&handle.reference);
     let _round = lock.lock().await;
     // The cached object may be older than the last round's status write.
-    let handle = match K::api(ctx.client.clone(), &handle)
+    let (current, handle) = match K::api(ctx.client.clone(), &handle)
         .get_opt(&source.name_any())
         .await
     {
-        Ok(Some(current)) => SourceHandle::of(&current, &ctx.settings.keys),
+        Ok(Some(current)) => {
+            let handle = SourceHandle::of(&current, &ctx.settings.keys);
+            (current, handle)
+        }
         Ok(None) => {
             ctx.registry.remove(&handle.reference);
             return Ok(Action::await_change());
@@ -207,17 +218,61 @@ async fn reconcile_source<K: SourceKind>(
             ));
         }
     };
-    if source.meta().deletion_timestamp.is_some() {
-        ctx.registry.remove(&handle.reference);
-        return Ok(Action::await_change());
+    if current.meta().deletion_timestamp.is_some() {
+        return deletion::run(&ctx, &current, &handle).await;
     }
+    deletion::ensure_finalizer(&ctx, &current, &handle).await?;
     let result = round::run(&ctx, &handle).await;
     let written = report(&ctx, source.as_ref(), &handle, &result).await;
     ctx.registry.round_finished(&handle.reference);
     written?;
+    if result.allowance_used {
+        consume_allowance(&ctx, &current, &handle).await?;
+    }
     Ok(Action::requeue(
         handle.poll_interval.min(ctx.settings.resync_period),
     ))
+}
+
+/// Removes the allow-mass-prune annotation after the round it let past the guard: it allows one
+/// round, not every later one.
+async fn consume_allowance<K: SourceKind>(
+    ctx: &Context,
+    source: &K,
+    handle: &SourceHandle,
+) -> Result<(), ControllerError> {
+    let annotation = ctx.settings.keys.allow_mass_prune_annotation();
+    let patch = json!({"metadata": {"annotations": {annotation.clone(): null}}});
+    K::api(ctx.client.clone(), handle)
+        .patch(
+            &source.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|error| {
+            ControllerError::kube(
+                "remove the allow annotation from",
+                handle.reference.to_string(),
+                error,
+            )
+        })?;
+    let note = format!(
+        "{annotation} allowed one round past the mass-prune guard and was removed; the guard \
+         applies again from what is left"
+    );
+    tracing::info!(source = %handle.reference, "{note}");
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "MassPruneAllowed".into(),
+        note: Some(note),
+        action: "Prune".into(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &source.object_ref(&())).await {
+        tracing::warn!(%error, source = %handle.reference, "cannot publish an event");
+    }
+    Ok(())
 }
 
 /// Writes the status, publishes Events and records the latency of a new commit.
@@ -275,10 +330,30 @@ async fn report<K: SourceKind>(
             secondary: None,
         }),
     };
-    if let Some(event) = event
-        && let Err(error) = ctx.recorder.publish(&event, &source.object_ref(&())).await
-    {
-        tracing::warn!(%error, source = %handle.reference, "cannot publish an event");
+    let conflicts = report
+        .errors
+        .iter()
+        .filter(|error| error.code == super::error::MANAGEMENT_CONFLICT)
+        .map(|error| Event {
+            type_: EventType::Warning,
+            reason: reasons::MANAGEMENT_CONFLICT.into(),
+            note: Some(
+                format!(
+                    "{}: {}",
+                    error.object.as_deref().unwrap_or_default(),
+                    error.message
+                )
+                .chars()
+                .take(1000)
+                .collect(),
+            ),
+            action: "Sync".into(),
+            secondary: None,
+        });
+    for event in event.into_iter().chain(conflicts) {
+        if let Err(error) = ctx.recorder.publish(&event, &source.object_ref(&())).await {
+            tracing::warn!(%error, source = %handle.reference, "cannot publish an event");
+        }
     }
     Ok(())
 }
@@ -297,7 +372,12 @@ async fn run_tracking<K>(api: Api<K>, ctx: Arc<Context>, token: CancellationToke
 where
     K: TrackingKind + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
+    // Bounded: a prune or a garbage-collected source turns thousands of tracking objects
+    // Terminating at once, and unbounded, each would open its own requests to the API server
+    // together (sockets, and the server's patience, run out before any finishes). A bounded
+    // pool works through them steadily.
     Controller::new(api, watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(FINALIZER_CONCURRENCY))
         .graceful_shutdown_on(token.cancelled_owned())
         .run(reconcile_tracking::<K>, retry_tracking::<K>, ctx)
         .for_each(|_| futures::future::ready(()))
@@ -310,8 +390,12 @@ where
 {
     let finalizing = object.meta().deletion_timestamp.is_some()
         && object.finalizers().iter().any(|f| f == GITSYNC_FINALIZER);
-    if finalizing && tracking::watched_owner(&ctx, object.as_ref()) {
-        tracking::finalize(&ctx, object.as_ref()).await?;
+    if finalizing
+        && tracking::watched_owner(&ctx, object.as_ref())
+        && !tracking::finalize(&ctx, object.as_ref()).await?
+    {
+        // Left to its source's deletion; look again in case that never comes.
+        return Ok(Action::requeue(LEFT_TO_SOURCE));
     }
     Ok(Action::await_change())
 }

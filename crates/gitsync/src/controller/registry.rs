@@ -203,6 +203,18 @@ impl Registry {
         Some(good.state.declares_kind(kind))
     }
 
+    /// Whether `source` has a Sync declared for a kind its inventory holds (a flat source
+    /// declares every kind it manages an object of); `None` when the source is unknown.
+    pub fn declares_inventory_kind(&self, source: &SourceRef, kind: &GroupKind) -> Option<bool> {
+        let sources = self.read();
+        let good = sources.get(source)?.good.as_ref()?;
+        Some(arbor_policy::sync::prune::kind_has_sync(
+            good.state.layout,
+            good.state.declares_kind(kind),
+            true,
+        ))
+    }
+
     /// Whether any known source declares the kind.
     pub fn any_declares_kind(&self, kind: &GroupKind) -> bool {
         self.read().values().any(|record| {

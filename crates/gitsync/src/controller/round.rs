@@ -6,11 +6,13 @@ use std::time::{Instant, SystemTime};
 
 use arbor_api::condition::{ConditionUpdate, reasons};
 use arbor_api::keys::ArborKeys;
-use arbor_api::source::SourceError;
+use arbor_api::source::{PruneWindowStatus, SourceError};
 use arbor_policy::layout::DeclaredState;
 use arbor_policy::object::{self, GroupVersionKind, ObjectKey};
 use arbor_policy::ownership::ObjectScope;
+use arbor_policy::sync::prune::{Claim, PruneBudget, PruneCount, PruneVerdict, PruneWindow, claim};
 use arbor_policy::sync::{Action, CompareFields, Control, Row};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
 use super::Context;
@@ -20,7 +22,6 @@ use super::live::Snapshot;
 use super::load::{self, LoadRequest};
 use super::object_status::{self, Attempt, in_sync_condition};
 use super::plan::{Part, Plan, PlannedObject, Planner, Why, crd_kinds, is_crd};
-use super::prune::{self, PruneCount, PruneVerdict};
 use super::registry::{GoodState, ObjectRecord, ObjectState};
 use super::status::{Counters, Outcome, RoundReport};
 use super::tracking::{self, Tracked};
@@ -36,6 +37,9 @@ pub struct RoundResult {
     pub deleted: usize,
     /// The commit applied for the first time in this round, with its time.
     pub new_commit: Option<(String, SystemTime)>,
+    /// The round deleted more than the budget because of the allow-mass-prune annotation,
+    /// which is therefore spent.
+    pub allowance_used: bool,
 }
 
 impl RoundResult {
@@ -244,18 +248,46 @@ fn to_api_error(error: &arbor_policy::layout::SourceError) -> SourceError {
     )
 }
 
+/// The stored mass-prune window, as the budget reads it.
+pub fn window_of(status: &PruneWindowStatus) -> PruneWindow {
+    let count = |n: i64| usize::try_from(n).unwrap_or(0);
+    PruneWindow {
+        start: SystemTime::from(status.start.0),
+        high_water: count(status.high_water_mark),
+        pruned: count(status.pruned),
+    }
+}
+
+fn window_status(window: PruneWindow) -> PruneWindowStatus {
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    PruneWindowStatus {
+        start: Time(
+            k8s_openapi::jiff::Timestamp::try_from(window.start)
+                .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+        ),
+        high_water_mark: count(window.high_water),
+        pruned: count(window.pruned),
+    }
+}
+
 /// The parts of a round after parsing, which may fail as a whole only on listing.
 struct Sync<'a> {
     ctx: &'a Context,
     handle: &'a SourceHandle,
     state: &'a DeclaredState,
     tracked: BTreeMap<ObjectKey, Tracked>,
+    /// Tracking objects other sources manage: declaring one of their objects is a conflict.
+    others: BTreeMap<ObjectKey, Tracked>,
+    /// Tracking objects without a controller owner, which a declaring source adopts.
+    unowned: BTreeSet<ObjectKey>,
     snapshot: Snapshot,
     listed: BTreeSet<GroupVersionKind>,
     records: BTreeMap<ObjectKey, ObjectRecord>,
     errors: Vec<SourceError>,
     ignored_files: BTreeMap<String, String>,
     result: RoundResult,
+    /// The mass-prune window to store, when the round judged one.
+    prune_window: Option<PruneWindowStatus>,
 }
 
 async fn sync(
@@ -266,7 +298,7 @@ async fn sync(
 ) -> Result<RoundResult, ControllerError> {
     let state = good.state.as_ref();
     let deletions_allowed = parse_errors.is_empty() && handle.prune;
-    let tracked = tracking::list_owned(ctx, handle).await?;
+    let inventory = tracking::list_inventory(ctx, handle).await?;
     let kinds = declared_kinds(ctx, state).await;
     let snapshot =
         Snapshot::read(ctx.applier.discovery(), &kinds, handle.namespace.as_deref()).await?;
@@ -274,13 +306,16 @@ async fn sync(
         ctx,
         handle,
         state,
-        tracked,
+        tracked: inventory.owned,
+        others: inventory.others,
+        unowned: inventory.unowned,
         snapshot,
         listed: kinds.keys().cloned().collect(),
         records: BTreeMap::new(),
         errors: parse_errors,
         ignored_files: BTreeMap::new(),
         result: RoundResult::default(),
+        prune_window: None,
     };
     let removals: Vec<Tracked> = round
         .tracked
@@ -302,20 +337,34 @@ async fn sync(
                 .count(),
             namespaces_removed: removals.iter().filter(|t| namespace_kind(&t.key)).count(),
         };
-        if let PruneVerdict::Blocked(message) = prune::check(
-            count,
-            ctx.settings.max_prune_fraction,
-            handle.allow_mass_prune,
-        ) {
-            let message = format!(
-                "{message}; nothing was changed. Annotate the source with {}=true to allow it",
-                ctx.settings.keys.allow_mass_prune_annotation()
-            );
-            return Ok(stalled(
-                reasons::MASS_PRUNE_BLOCKED,
-                error::MASS_PRUNE_BLOCKED,
-                message,
-            ));
+        let budget = PruneBudget {
+            max_fraction: ctx.settings.max_prune_fraction,
+            window: ctx.settings.prune_window,
+        };
+        let previous = handle.status.prune_window.as_ref().map(window_of);
+        let verdict = budget.check(previous, count, SystemTime::now(), handle.allow_mass_prune);
+        let window = Some(window_status(verdict.window()));
+        match verdict {
+            PruneVerdict::Blocked { message, .. } => {
+                let message = format!(
+                    "{message}; nothing was changed. Annotate the source with {}=true to allow \
+                     one round",
+                    ctx.settings.keys.allow_mass_prune_annotation()
+                );
+                let mut blocked = stalled(
+                    reasons::MASS_PRUNE_BLOCKED,
+                    error::MASS_PRUNE_BLOCKED,
+                    message,
+                );
+                if let Some(report) = blocked.report.as_mut() {
+                    report.prune_window = window;
+                }
+                return Ok(blocked);
+            }
+            PruneVerdict::Allowed { by_annotation, .. } => {
+                round.result.allowance_used = by_annotation;
+                round.prune_window = window;
+            }
         }
     }
 
@@ -485,6 +534,25 @@ impl Sync<'_> {
             decision: None,
             last_applied: None,
         };
+        if let Some(manager) = self.conflict(planned) {
+            let message = format!(
+                "management conflict: {manager} manages this object (its tracking object {} \
+                 names it); {} declares it too and leaves it alone. Remove it from one of the two \
+                 sources",
+                tracking::tracking_name(&planned.key),
+                self.handle.reference
+            );
+            self.errors.push(source_error(
+                error::MANAGEMENT_CONFLICT,
+                Some(planned.file.clone()),
+                Some(planned.key.to_string()),
+                message.clone(),
+            ));
+            record.state = ObjectState::Failed;
+            record.message = message;
+            self.records.insert(planned.key.clone(), record);
+            return false;
+        }
         // The table's decision, kept apart from carrying it out, so that a failed write still
         // says which row failed in the tracking object's condition.
         let mut decided = None;
@@ -494,6 +562,7 @@ impl Sync<'_> {
                 self.handle,
                 planned,
                 self.tracked.get(&planned.key),
+                self.unowned.contains(&planned.key),
             )
             .await?;
             let target = Target {
@@ -564,6 +633,20 @@ impl Sync<'_> {
         };
         self.records.insert(planned.key.clone(), record);
         wrote
+    }
+
+    /// The other source that manages `planned`'s object, if one does (the conflict rule).
+    fn conflict(&self, planned: &PlannedObject) -> Option<String> {
+        let holder = self.others.get(&planned.key).and_then(tracking::manager);
+        match claim(
+            holder
+                .as_ref()
+                .map(|(name, uid)| (name.as_str(), uid.as_str())),
+            &self.handle.uid,
+        ) {
+            Claim::ManagedBy(manager) => Some(manager),
+            Claim::Free | Claim::Ours => None,
+        }
     }
 
     /// Writes the `ObjectInSync` condition of `planned`'s tracking object when it changed. A
@@ -736,6 +819,7 @@ impl Sync<'_> {
             counters: Some(counters),
             ignored_files: self.ignored_files,
             errors: self.errors,
+            prune_window: self.prune_window,
         });
         result
     }

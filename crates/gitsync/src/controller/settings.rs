@@ -19,6 +19,8 @@ pub struct Settings {
     /// The largest fraction of a source's objects one round may delete without the
     /// allow-mass-prune annotation.
     pub max_prune_fraction: f64,
+    /// The window the mass-prune budget is counted over (`--prune-window`).
+    pub prune_window: Duration,
     /// How often every object is compared with git even when the commit did not change.
     pub resync_period: Duration,
     pub cache_dir: PathBuf,

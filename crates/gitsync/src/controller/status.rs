@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use arbor_api::condition::{reasons, remove_condition, types};
 use arbor_api::keys::GITSYNC_FIELD_MANAGER;
-use arbor_api::source::{GitSourceStatus, SourceError};
+use arbor_api::source::{GitSourceStatus, PruneWindowStatus, SourceError};
 use arbor_api::{ConditionUpdate, set_condition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
@@ -56,6 +56,8 @@ pub struct RoundReport {
     pub counters: Option<Counters>,
     pub ignored_files: BTreeMap<String, String>,
     pub errors: Vec<SourceError>,
+    /// The mass-prune window to keep on the status; `None` keeps the stored one.
+    pub prune_window: Option<PruneWindowStatus>,
 }
 
 impl RoundReport {
@@ -67,6 +69,7 @@ impl RoundReport {
             counters: None,
             ignored_files: BTreeMap::new(),
             errors,
+            prune_window: None,
         }
     }
 }
@@ -91,6 +94,9 @@ pub fn next_status(
         next.objects_in_sync = count(counters.in_sync);
         next.ignored_files = report.ignored_files.clone();
     }
+    if let Some(window) = &report.prune_window {
+        next.prune_window = Some(window.clone());
+    }
     if report.counters.is_some() || !report.errors.is_empty() {
         next.errors = report.errors.clone();
     }
@@ -113,6 +119,8 @@ pub fn next_status(
                 false,
                 if error.code == crate::apply::error::KIND_NOT_SERVED {
                     reasons::KIND_NOT_SERVED
+                } else if error.code == super::error::MANAGEMENT_CONFLICT {
+                    reasons::MANAGEMENT_CONFLICT
                 } else {
                     reasons::APPLY_FAILED
                 },
@@ -222,6 +230,7 @@ mod tests {
             }),
             ignored_files: BTreeMap::new(),
             errors: Vec::new(),
+            prune_window: None,
         }
     }
 

@@ -5,19 +5,21 @@
 //! ownerReferences can delete whole clusters). Deleting a tracking object (the round prunes a
 //! declaration that is gone, or garbage collection follows a deleted source) therefore ends in
 //! [`finalize`], which decides with the action table of seeds/000: the live object is deleted
-//! only when it carries the management label, its kind is still declared, and the source's
-//! `deletionPolicy` is not `Orphan`.
+//! only when it carries the management label, its kind is still declared (a flat source
+//! declares every kind its inventory holds), and no other source declares it. While the source
+//! is being deleted with gitsync's finalizer, [`deletion`](super::deletion) decides instead;
+//! for a source gone without it, the `deletionPolicy` recorded on the tracking object does.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use arbor_api::keys::{GITSYNC_FIELD_MANAGER, GITSYNC_FINALIZER, SourceRef};
 use arbor_api::source::DeletionPolicy;
 use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, GitTrack, GitTrackObject};
 use arbor_policy::object::{GroupVersionKind, ObjectKey, gvk};
 use arbor_policy::ownership::{ClusterGitTrackMode, Owner, TrackingObject};
-use arbor_policy::sync::CompareFields;
+use arbor_policy::sync::{Action, CompareFields};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -140,15 +142,32 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// Every tracking object that `handle` owns, by the key of the object it tracks.
-pub async fn list_owned(
+/// The tracking objects a source can see, split by who manages them.
+#[derive(Debug, Default)]
+pub struct Inventory {
+    /// The source's own (its inventory), by the key of the object each tracks.
+    pub owned: BTreeMap<ObjectKey, Tracked>,
+    /// Those another source manages (their controller ownerReference names it): an object the
+    /// source declares too is a management conflict.
+    pub others: BTreeMap<ObjectKey, Tracked>,
+    /// Those without a controller owner (left over): a source declaring the object adopts it.
+    pub unowned: BTreeSet<ObjectKey>,
+}
+
+/// Every tracking object `handle` can see, by the key of the object it tracks.
+pub async fn list_inventory(
     ctx: &Context,
     handle: &SourceHandle,
-) -> Result<BTreeMap<ObjectKey, Tracked>, ControllerError> {
-    let mut owned = BTreeMap::new();
+) -> Result<Inventory, ControllerError> {
+    let mut inventory = Inventory::default();
     let mut collect = |tracked: Option<Tracked>| {
-        if let Some(tracked) = tracked.filter(|t| t.owned_by(&handle.uid)) {
-            owned.insert(tracked.key.clone(), tracked);
+        let Some(tracked) = tracked else { return };
+        if tracked.owned_by(&handle.uid) {
+            inventory.owned.insert(tracked.key.clone(), tracked);
+        } else if owner_source(&tracked).is_some() {
+            inventory.others.insert(tracked.key.clone(), tracked);
+        } else {
+            inventory.unowned.insert(tracked.key);
         }
     };
     match &handle.owner {
@@ -172,7 +191,7 @@ pub async fn list_owned(
             }
         }
     }
-    Ok(owned)
+    Ok(inventory)
 }
 
 async fn list<K>(api: &Api<K>) -> Result<Vec<K>, ControllerError>
@@ -223,11 +242,17 @@ fn deletion_policy_text(policy: DeletionPolicy) -> &'static str {
 
 /// Makes the tracking object of `planned` exist as it should; returns whether it wrote.
 /// A tracking object being deleted is left to its finalizer, which asks for a new round.
+///
+/// `existing` is the source's own tracking object; `adopt` says a tracking object without a
+/// controller owner is there to take. Otherwise the tracking object is created, not applied:
+/// two sources that declare one object in the same moment cannot both win it (the loser gets
+/// `AlreadyExists`, and at its next round a management conflict).
 pub async fn ensure(
     ctx: &Context,
     handle: &SourceHandle,
     planned: &PlannedObject,
     existing: Option<&Tracked>,
+    adopt: bool,
 ) -> Result<bool, ControllerError> {
     let desired = desired_tracking(ctx, handle, planned);
     if let Some(existing) = existing
@@ -236,23 +261,44 @@ pub async fn ensure(
         return Ok(false);
     }
     let name = tracking_name(&planned.key);
-    let params = PatchParams::apply(GITSYNC_FIELD_MANAGER).force();
+    let create = existing.is_none() && !adopt;
     let result = match &planned.tracking {
         TrackingObject::GitTrackObject { namespace } => {
             let api: Api<GitTrackObject> = Api::namespaced(ctx.client.clone(), namespace);
-            api.patch(&name, &params, &Patch::Apply(&desired))
-                .await
-                .map(drop)
+            write_tracking(&api, &name, &desired, create).await
         }
         TrackingObject::ClusterGitTrackObject => {
             let api: Api<ClusterGitTrackObject> = Api::all(ctx.client.clone());
-            api.patch(&name, &params, &Patch::Apply(&desired))
-                .await
-                .map(drop)
+            write_tracking(&api, &name, &desired, create).await
         }
     };
-    result.map_err(|source| ControllerError::kube("apply tracking object", name, source))?;
+    let verb = if create {
+        "create tracking object"
+    } else {
+        "apply tracking object"
+    };
+    result.map_err(|source| ControllerError::kube(verb, name, source))?;
     Ok(true)
+}
+
+async fn write_tracking<K>(
+    api: &Api<K>,
+    name: &str,
+    desired: &Value,
+    create: bool,
+) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    if create {
+        let object: K = serde_json::from_value(desired.clone()).map_err(kube::Error::SerdeError)?;
+        api.create(&PostParams::default(), &object).await.map(drop)
+    } else {
+        let params = PatchParams::apply(GITSYNC_FIELD_MANAGER).force();
+        api.patch(name, &params, &Patch::Apply(desired))
+            .await
+            .map(drop)
+    }
 }
 
 fn is_current(existing: &Tracked, desired: &Value) -> bool {
@@ -323,29 +369,65 @@ fn owner_source(tracked: &Tracked) -> Option<(SourceRef, String)> {
     Some((source, owner.uid.clone()))
 }
 
-/// Whether the source exists with this uid and is not being deleted.
-async fn source_alive(
+/// The source that manages the object `tracked` tracks, as its name (`GitTrack/<namespace>/
+/// <name>`) and uid.
+pub fn manager(tracked: &Tracked) -> Option<(String, String)> {
+    owner_source(tracked).map(|(source, uid)| (source.to_string(), uid))
+}
+
+/// Where the owner of a tracking object stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SourceState {
+    Alive,
+    /// Being deleted, and holding gitsync's finalizer: its deletion decides for every object.
+    Deleting,
+    /// Gone, replaced (another uid), or deleted without gitsync's finalizer.
+    Gone,
+}
+
+async fn source_state(
     ctx: &Context,
     source: &SourceRef,
     uid: &str,
-) -> Result<bool, ControllerError> {
-    let alive =
-        |meta: &ObjectMeta| meta.uid.as_deref() == Some(uid) && meta.deletion_timestamp.is_none();
+) -> Result<SourceState, ControllerError> {
+    let state = |meta: Option<&ObjectMeta>| match meta {
+        Some(meta) if meta.uid.as_deref() == Some(uid) => {
+            if meta.deletion_timestamp.is_none() {
+                SourceState::Alive
+            } else if meta
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|finalizer| finalizer == GITSYNC_FINALIZER)
+            {
+                SourceState::Deleting
+            } else {
+                SourceState::Gone
+            }
+        }
+        _ => SourceState::Gone,
+    };
     let read = |source| ControllerError::kube("read source", "owner", source);
     Ok(match source {
         SourceRef::GitTrack { namespace, name } => {
             let api: Api<GitTrack> = Api::namespaced(ctx.client.clone(), namespace);
-            api.get_opt(name)
-                .await
-                .map_err(read)?
-                .is_some_and(|s| alive(s.meta()))
+            state(
+                api.get_opt(name)
+                    .await
+                    .map_err(read)?
+                    .as_ref()
+                    .map(|s| s.meta()),
+            )
         }
         SourceRef::ClusterGitTrack { name } => {
             let api: Api<ClusterGitTrack> = Api::all(ctx.client.clone());
-            api.get_opt(name)
-                .await
-                .map_err(read)?
-                .is_some_and(|s| alive(s.meta()))
+            state(
+                api.get_opt(name)
+                    .await
+                    .map_err(read)?
+                    .as_ref()
+                    .map(|s| s.meta()),
+            )
         }
     })
 }
@@ -365,17 +447,41 @@ pub fn watched_owner(ctx: &Context, object: &impl TrackingKind) -> bool {
     ctx.settings.scope.watches().watches_owner(&owner)
 }
 
+/// The sources other than `owner` whose last round declared `key`.
+pub fn declared_elsewhere(
+    ctx: &Context,
+    owner: Option<&SourceRef>,
+    key: &ObjectKey,
+) -> Vec<SourceRef> {
+    ctx.registry
+        .declarations(key)
+        .into_iter()
+        .map(|(source, _, _)| source)
+        .filter(|source| Some(source) != owner)
+        .collect()
+}
+
 /// The finalizer: applies the action table to the tracked object, then lets the tracking
-/// object go.
-pub async fn finalize<K: TrackingKind>(ctx: &Context, object: &K) -> Result<(), ControllerError> {
+/// object go. Returns `false` when it leaves the decision to the source's deletion.
+pub async fn finalize<K: TrackingKind>(ctx: &Context, object: &K) -> Result<bool, ControllerError> {
     let Some(tracked) = Tracked::of(object) else {
-        return remove_finalizer(ctx, object).await;
+        remove_finalizer(ctx, &object.name_any(), object.meta()).await?;
+        return Ok(true);
     };
     let owner = owner_source(&tracked);
-    let alive = match &owner {
-        Some((source, uid)) => source_alive(ctx, source, uid).await?,
-        None => false,
+    let state = match &owner {
+        Some((source, uid)) => source_state(ctx, source, uid).await?,
+        None => SourceState::Gone,
     };
+    if state == SourceState::Deleting {
+        // The source's deletion plans every object together (budget, namespaces last) and
+        // removes this finalizer; make sure it runs.
+        if let Some((source, _)) = &owner {
+            ctx.registry.request_round(source);
+        }
+        return Ok(false);
+    }
+    let alive = state == SourceState::Alive;
     let still_declared = alive
         && owner.as_ref().is_some_and(|(source, _)| {
             ctx.registry
@@ -384,11 +490,21 @@ pub async fn finalize<K: TrackingKind>(ctx: &Context, object: &K) -> Result<(), 
         });
     if still_declared {
         // Deleted by hand while git still declares it: the next round recreates it.
-        remove_finalizer(ctx, object).await?;
+        remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
         if let Some((source, _)) = &owner {
             ctx.registry.request_round(source);
         }
-        return Ok(());
+        return Ok(true);
+    }
+    let others = declared_elsewhere(ctx, owner.as_ref().map(|(source, _)| source), &tracked.key);
+    if !others.is_empty() {
+        // Another source declares it: it stays, and that source takes it over at its next round.
+        tracing::info!(object = %tracked.key, declared_by = %others[0], "tracking object released to another source");
+        remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
+        for source in &others {
+            ctx.registry.request_round(source);
+        }
+        return Ok(true);
     }
     let orphan = tracked
         .meta
@@ -398,65 +514,88 @@ pub async fn finalize<K: TrackingKind>(ctx: &Context, object: &K) -> Result<(), 
         .is_some_and(|policy| policy == "Orphan");
     if alive || !orphan {
         // The source's Sync for the kind may be gone (seeds/000 row 8: no action); a deleted
-        // source with the Delete policy no longer declares anything it had.
+        // source with the Delete policy no longer declares anything it had. A flat source
+        // declares every kind its inventory holds, this object's included.
         let sync_declared = match &owner {
             Some((source, _)) if alive => ctx
                 .registry
-                .declares_kind(source, &tracked.key.group_kind)
+                .declares_inventory_kind(source, &tracked.key.group_kind)
                 .unwrap_or(true),
             _ => true,
         };
-        let compare = CompareFields::AllDeclared;
-        let target = Target {
-            gvk: &tracked.gvk,
-            namespace: tracked.key.namespace.as_deref(),
-            name: &tracked.key.name,
-            sync_declared,
-            desired: None,
-            compare: &compare,
-        };
-        match ctx.applier.live(&target).await {
-            Ok(live) => {
-                let outcome = ctx.applier.sync_object(&target, live.as_ref()).await?;
-                tracing::info!(object = %tracked.key, row = outcome.decision.row.number(), action = %outcome.decision.action, "tracking object finalized");
-            }
-            // Nothing of an unserved kind can be on the cluster.
-            Err(ApplyError::KindNotServed { .. }) => {}
-            Err(error) => return Err(error.into()),
-        }
+        remove_object(ctx, &tracked, sync_declared).await?;
     }
-    remove_finalizer(ctx, object).await
+    remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
+    Ok(true)
 }
 
-async fn remove_finalizer<K: TrackingKind>(
+/// Applies the action table to the object `tracked` tracks, with nothing declared for it:
+/// deleted when it carries the management label (row 5) and `sync_declared`, left otherwise.
+/// Returns whether it was deleted.
+pub async fn remove_object(
     ctx: &Context,
-    object: &K,
+    tracked: &Tracked,
+    sync_declared: bool,
+) -> Result<bool, ControllerError> {
+    let compare = CompareFields::AllDeclared;
+    let target = Target {
+        gvk: &tracked.gvk,
+        namespace: tracked.key.namespace.as_deref(),
+        name: &tracked.key.name,
+        sync_declared,
+        desired: None,
+        compare: &compare,
+    };
+    match ctx.applier.live(&target).await {
+        Ok(live) => {
+            let outcome = ctx.applier.sync_object(&target, live.as_ref()).await?;
+            tracing::info!(object = %tracked.key, row = outcome.decision.row.number(), action = %outcome.decision.action, "tracking object finalized");
+            Ok(outcome.decision.action == Action::Delete)
+        }
+        // Nothing of an unserved kind can be on the cluster.
+        Err(ApplyError::KindNotServed { .. }) => Ok(false),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Lets a tracking object go without touching the object it tracks.
+pub async fn release(ctx: &Context, tracked: &Tracked) -> Result<(), ControllerError> {
+    remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
+    delete(ctx, tracked).await
+}
+
+/// Removes gitsync's finalizer, and only it: a JSON patch that tests the entry before removing
+/// it, so a finalizer added meanwhile by someone else is kept and a stale copy of the object
+/// costs no conflict.
+async fn remove_finalizer(
+    ctx: &Context,
+    name: &str,
+    meta: &ObjectMeta,
 ) -> Result<(), ControllerError> {
-    let remaining: Vec<String> = object
-        .meta()
+    let Some(index) = meta
         .finalizers
         .iter()
         .flatten()
-        .filter(|finalizer| *finalizer != GITSYNC_FINALIZER)
-        .cloned()
-        .collect();
-    let patch = json!({
-        "metadata": {
-            "finalizers": remaining,
-            "resourceVersion": object.meta().resource_version,
-        }
-    });
-    let name = object.name_any();
-    let result = match object.meta().namespace.as_deref() {
+        .position(|finalizer| finalizer == GITSYNC_FINALIZER)
+    else {
+        return Ok(());
+    };
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": GITSYNC_FINALIZER},
+        {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
+    ]))
+    .expect("a well-formed JSON patch");
+    let params = PatchParams::default();
+    let result = match meta.namespace.as_deref() {
         Some(namespace) => {
             let api: Api<GitTrackObject> = Api::namespaced(ctx.client.clone(), namespace);
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            api.patch(name, &params, &Patch::<()>::Json(patch))
                 .await
                 .map(drop)
         }
         None => {
             let api: Api<ClusterGitTrackObject> = Api::all(ctx.client.clone());
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            api.patch(name, &params, &Patch::<()>::Json(patch))
                 .await
                 .map(drop)
         }
