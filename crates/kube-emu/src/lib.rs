@@ -24,7 +24,10 @@
 //!
 //! A request goes through `api`: route, authenticate ([`auth`]), authorize ([`authz`]), injected
 //! faults ([`faults`]), then a verb handler in `handlers`; writes call the admission webhooks of
-//! stored Mutating/ValidatingWebhookConfigurations (`admission`) before they are stored. Every
+//! stored Mutating/ValidatingWebhookConfigurations (`admission`) before they are stored; custom
+//! resources are then pruned, defaulted and validated against their CRD's structural schema
+//! (`schema`, compiled once when the CRD is registered), with `fieldValidation` deciding whether
+//! unknown fields warn or refuse. Every
 //! resource request is recorded ([`accounting`]). Patches and server-side apply are computed by
 //! [`patch`]. The emulator's own endpoints live under `/__emu/` (faults and the request report,
 //! see the `admin` module's docs).
@@ -108,6 +111,7 @@ mod present;
 mod protobuf;
 mod registry;
 mod route;
+mod schema;
 mod selector;
 mod server;
 mod state;

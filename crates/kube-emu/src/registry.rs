@@ -14,6 +14,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::schema::StructuralSchema;
+
 /// Group and plural resource name: the identity of a stored collection.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ResourceId {
@@ -73,6 +75,8 @@ pub struct ServedVersion {
     pub printer_columns: Vec<PrinterColumn>,
     /// The CRD's `openAPIV3Schema`, for custom resources.
     pub schema: Option<Value>,
+    /// The same schema compiled for pruning, defaulting and validation.
+    pub structural: Option<StructuralSchema>,
 }
 
 /// Everything the server knows about one kind.

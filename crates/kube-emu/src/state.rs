@@ -32,6 +32,34 @@ const SERVER_OWNED_METADATA: [&str; 6] = [
 pub struct State {
     pub registry: Registry,
     pub store: Store,
+    /// Warnings of the last write (unknown fields), for its response's `Warning` headers.
+    warnings: Vec<String>,
+}
+
+/// What a write does with fields the schema does not declare (`?fieldValidation=`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Drop them silently.
+    Ignore,
+    /// Drop them and warn, kube-apiserver's default.
+    #[default]
+    Warn,
+    /// Refuse the write.
+    Strict,
+}
+
+impl FieldValidation {
+    /// The `fieldValidation` query parameter; kube-apiserver's 400 for anything else.
+    pub fn parse(value: Option<&str>) -> Result<FieldValidation, ApiError> {
+        match value {
+            None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "fieldValidation parameter unsupported: {other}"
+            ))),
+        }
+    }
 }
 
 /// How a write was asked for, beyond the object itself.
@@ -40,6 +68,7 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// The caller (server-side apply) already wrote `metadata.managedFields`.
     pub ownership_recorded: bool,
+    pub field_validation: FieldValidation,
 }
 
 /// The namespaces resource, which several rules refer to.
@@ -85,6 +114,17 @@ fn set_or_remove(object: &mut Value, field: &str, value: Option<Value>) {
     }
 }
 
+/// The version a body is written in: its `apiVersion` when the kind serves it, else the
+/// storage version.
+fn body_version(kind: &ResourceKind, object: &Value) -> String {
+    object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .and_then(|api_version| api_version.rsplit('/').next())
+        .filter(|version| kind.version(version).is_some())
+        .map_or_else(|| kind.storage_version().name.clone(), str::to_owned)
+}
+
 /// Whether a deleted object may leave the store: no finalizers, and for a namespace no
 /// `spec.finalizers` either (the namespace controller's "kubernetes" finalizer).
 pub fn ready_to_remove(resource: &ResourceId, object: &Value) -> bool {
@@ -99,6 +139,7 @@ impl State {
         let mut state = State {
             registry: Registry::with_builtins(),
             store: Store::new(history_window),
+            warnings: Vec::new(),
         };
         let kind = state
             .registry
@@ -188,6 +229,59 @@ impl State {
         Ok(())
     }
 
+    /// The warnings of the last write, once.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// What the apiextensions server does to a custom resource before storing it: prunes
+    /// undeclared fields (warning about them or refusing them per `fieldValidation`), applies
+    /// defaults, and validates against the schema of the version the body is written in.
+    fn admit_custom_resource(
+        &mut self,
+        kind: &ResourceKind,
+        version: &str,
+        object: &mut Value,
+        old: Option<&Value>,
+        options: &WriteOptions,
+    ) -> Result<(), ApiError> {
+        let Some(schema) = kind
+            .version(version)
+            .unwrap_or_else(|| kind.storage_version())
+            .structural
+            .as_ref()
+        else {
+            return Ok(());
+        };
+        let pruned = schema.prune(object);
+        let unknown: Vec<String> = pruned
+            .iter()
+            .map(|path| format!("unknown field \"{path}\""))
+            .collect();
+        match options.field_validation {
+            FieldValidation::Strict if !unknown.is_empty() => {
+                return Err(ApiError::bad_request(format!(
+                    "{kind_name} in version \"{version}\" cannot be handled as a {kind_name}: strict decoding error: {}",
+                    unknown.join(", "),
+                    kind_name = kind.kind,
+                )));
+            }
+            FieldValidation::Warn => self.warnings.extend(unknown),
+            _ => {}
+        }
+        let causes = schema.validate(object, old);
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid(
+                &kind.id.group,
+                &kind.kind,
+                meta::name(object),
+                causes,
+            ))
+        }
+    }
+
     /// Creates `object` as a `kind` in `url_namespace`.
     pub fn create(
         &mut self,
@@ -202,6 +296,8 @@ impl State {
                 "resourceVersion should not be set on objects to be created",
             ));
         }
+        self.warnings.clear();
+        let version = body_version(kind, &object);
         self.check_namespace(kind, url_namespace, &mut object, true)?;
         self.assign_name(kind, &mut object)?;
         let key = ObjectKey::of(&object);
@@ -225,6 +321,9 @@ impl State {
         }
         if kind.has_status_subresource() {
             set_or_remove(&mut object, "status", None);
+        }
+        if kind.custom {
+            self.admit_custom_resource(kind, &version, &mut object, None, options)?;
         }
         let new_kind = kinds::prepare_create(kind, &self.registry, &mut object, &writer.now)?;
         if !options.ownership_recorded {
@@ -251,6 +350,7 @@ impl State {
         writer: &Writer,
         options: &WriteOptions,
     ) -> Result<Arc<Value>, ApiError> {
+        self.warnings.clear();
         let old = self
             .store
             .get(&kind.id, key)
@@ -261,6 +361,7 @@ impl State {
             return Err(ApiError::stale_resource_version(&kind.id, &key.name));
         }
         let url_namespace = kind.namespaced.then_some(key.namespace.as_str());
+        let version = body_version(kind, &body);
         self.check_namespace(kind, url_namespace, &mut body, false)?;
         let mut new = match subresource {
             None => {
@@ -289,6 +390,9 @@ impl State {
             Some(_) => return Err(ApiError::no_such_route()),
         };
         self.keep_server_fields(kind, &old, &mut new)?;
+        if kind.custom {
+            self.admit_custom_resource(kind, &version, &mut new, Some(&old), options)?;
+        }
         if kind.tracks_generation && spec_part(kind, &new) != spec_part(kind, &old) {
             let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
             metadata_mut(&mut new).insert("generation".into(), Value::from(generation));

@@ -24,6 +24,58 @@ impl Cause {
         }
     }
 
+    /// kube's FieldValueTypeInvalid: the value's type is not the declared one.
+    pub fn type_invalid(field: impl Into<String>, value: &Value, why: &str) -> Cause {
+        Cause {
+            reason: "FieldValueTypeInvalid",
+            field: field.into(),
+            message: format!("Invalid value: {value}: {why}"),
+        }
+    }
+
+    /// kube's FieldValueNotSupported: `Unsupported value: "x": supported values: "a", "b"`.
+    pub fn not_supported(field: impl Into<String>, value: &Value, supported: &[String]) -> Cause {
+        let supported: Vec<String> = supported
+            .iter()
+            .map(|allowed| Value::from(allowed.as_str()).to_string())
+            .collect();
+        Cause {
+            reason: "FieldValueNotSupported",
+            field: field.into(),
+            message: format!(
+                "Unsupported value: {value}: supported values: {}",
+                supported.join(", ")
+            ),
+        }
+    }
+
+    /// kube's FieldValueTooLong, which does not repeat the value.
+    pub fn too_long(field: impl Into<String>, max_bytes: u64) -> Cause {
+        Cause {
+            reason: "FieldValueTooLong",
+            field: field.into(),
+            message: format!("Too long: may not be more than {max_bytes} bytes"),
+        }
+    }
+
+    /// kube's FieldValueTooMany: `Too many: 4: must have at most 3 items`.
+    pub fn too_many(field: impl Into<String>, actual: u64, max: u64) -> Cause {
+        Cause {
+            reason: "FieldValueTooMany",
+            field: field.into(),
+            message: format!("Too many: {actual}: must have at most {max} items"),
+        }
+    }
+
+    /// kube's FieldValueDuplicate.
+    pub fn duplicate(field: impl Into<String>, value: &Value) -> Cause {
+        Cause {
+            reason: "FieldValueDuplicate",
+            field: field.into(),
+            message: format!("Duplicate value: {value}"),
+        }
+    }
+
     /// kube's FieldValueRequired.
     pub fn required(field: impl Into<String>, why: &str) -> Cause {
         let message = if why.is_empty() {

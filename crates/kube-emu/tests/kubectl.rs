@@ -92,6 +92,18 @@ fn kubectl(server: &Server, args: &[&str]) -> String {
 }
 
 fn kubectl_with_input(server: &Server, args: &[&str], input: Option<&str>) -> String {
+    let output = run_kubectl(server, args, input);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "kubectl {args:?} failed: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// Runs kubectl with `input` on its standard input, whatever the outcome.
+fn run_kubectl(server: &Server, args: &[&str], input: Option<&str>) -> std::process::Output {
     let mut command = kubectl_command(&server.kubeconfig, args);
     command
         .stdin(Stdio::piped())
@@ -111,14 +123,7 @@ fn kubectl_with_input(server: &Server, args: &[&str], input: Option<&str>) -> St
     } else {
         drop(child.stdin.take());
     }
-    let output = child.wait_with_output().expect("kubectl finishes");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "kubectl {args:?} failed: {stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
+    child.wait_with_output().expect("kubectl finishes")
 }
 
 const WIDGET_CRD: &str = r#"
@@ -359,4 +364,94 @@ fn deny_rules_from_a_file_forbid_a_service_account_and_can_i_says_no() {
         ),
         "{stderr}"
     );
+}
+
+/// Runs kubectl expecting a refusal; its stderr.
+fn kubectl_refused(server: &Server, args: &[&str], input: &str) -> String {
+    let output = run_kubectl(server, args, Some(input));
+    assert!(
+        !output.status.success(),
+        "kubectl {args:?} succeeded: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn cluster_git_track(spec: &str) -> String {
+    format!(
+        "apiVersion: arbor.dev/v1alpha1\nkind: ClusterGitTrack\nmetadata:\n  name: demo\n{spec}"
+    )
+}
+
+#[test]
+fn kubectl_apply_meets_the_schema_refusals_of_arbors_crd() {
+    let server = start_server();
+    kubectl_with_input(
+        &server,
+        &["apply", "-f", "-"],
+        Some(include_str!(
+            "../../../charts/arbor/crds/clustergittracks.arbor.dev.yaml"
+        )),
+    );
+    let apply = ["apply", "-f", "-"];
+    let string_reference = kubectl_refused(
+        &server,
+        &apply,
+        &cluster_git_track("spec:\n  repository: file:///r\n  reference: main\n"),
+    );
+    assert!(
+        string_reference.contains(
+            "spec.reference: Invalid value: \"string\": spec.reference in body must be of type object: \"string\""
+        ),
+        "{string_reference}"
+    );
+    let no_spec = kubectl_refused(&server, &apply, &cluster_git_track(""));
+    assert!(
+        no_spec.contains("The ClusterGitTrack \"demo\" is invalid: spec: Required value"),
+        "{no_spec}"
+    );
+    let outside_enum = kubectl_refused(
+        &server,
+        &apply,
+        &cluster_git_track(
+            "spec:\n  repository: file:///r\n  reference: {branch: main}\n  deletionPolicy: Keep\n",
+        ),
+    );
+    assert!(
+        outside_enum.contains(
+            "spec.deletionPolicy: Unsupported value: \"Keep\": supported values: \"Delete\", \"Orphan\""
+        ),
+        "{outside_enum}"
+    );
+    // kubectl asks for strict field validation by default; --validate=warn gets a warning.
+    let misplaced = cluster_git_track(
+        "spec:\n  repository: file:///r\n  reference: {branch: main}\n  branch: main\n",
+    );
+    let strict = kubectl_refused(&server, &apply, &misplaced);
+    assert!(
+        strict.contains("strict decoding error: unknown field \"spec.branch\""),
+        "{strict}"
+    );
+    let output = run_kubectl(
+        &server,
+        &["apply", "--validate=warn", "-f", "-"],
+        Some(&misplaced),
+    );
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("Warning: unknown field \"spec.branch\""),
+        "{stderr}"
+    );
+    let stored = kubectl(
+        &server,
+        &[
+            "get",
+            "clustergittrack",
+            "demo",
+            "-o",
+            "jsonpath={.spec.deletionPolicy}",
+        ],
+    );
+    assert_eq!(stored, "Delete", "the default was filled in");
 }

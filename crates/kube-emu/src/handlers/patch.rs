@@ -16,7 +16,7 @@ use crate::meta;
 use crate::patch::{self, PatchError, PatchType};
 use crate::present;
 use crate::registry::ResourceKind;
-use crate::state::WriteOptions;
+use crate::state::{FieldValidation, WriteOptions};
 use crate::status::{ApiError, Cause};
 
 const ACCEPTED_PATCH_TYPES: &str = "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
@@ -70,6 +70,7 @@ pub async fn patch(
     let options = WriteOptions {
         dry_run: context.query.dry_run(),
         ownership_recorded: patch_type == PatchType::Apply,
+        field_validation: FieldValidation::parse(context.query.get("fieldValidation"))?,
     };
     // The patch is computed under the lock, admitted without it (webhooks take time), and
     // stored only if the object has not changed meanwhile; otherwise computed again, as
@@ -125,13 +126,17 @@ pub async fn patch(
                 patched,
                 &writer,
                 &options,
-            )?;
+            );
+            context.add_warnings(&state.take_warnings());
+            let created = created?;
             return Ok(json_response(
                 201,
                 &present::in_version(kind, version, &created),
             ));
         }
-        let updated = state.update(kind, &key, patched, subresource, &writer, &options)?;
+        let updated = state.update(kind, &key, patched, subresource, &writer, &options);
+        context.add_warnings(&state.take_warnings());
+        let updated = updated?;
         return Ok(json_response(
             200,
             &present::in_version(kind, version, &updated),

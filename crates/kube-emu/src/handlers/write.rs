@@ -12,7 +12,7 @@ use crate::api::{RequestContext, Shared, json_response};
 use crate::meta;
 use crate::present;
 use crate::registry::ResourceKind;
-use crate::state::WriteOptions;
+use crate::state::{FieldValidation, WriteOptions};
 use crate::status::ApiError;
 
 pub async fn create(
@@ -34,14 +34,20 @@ pub async fn create(
     let options = WriteOptions {
         dry_run: context.query.dry_run(),
         ownership_recorded: false,
+        field_validation: FieldValidation::parse(context.query.get("fieldValidation"))?,
     };
-    let created = shared.state().create(
-        kind,
-        context.target.namespace.as_deref(),
-        object,
-        &writer(context, kind),
-        &options,
-    )?;
+    let created = {
+        let mut state = shared.state();
+        let created = state.create(
+            kind,
+            context.target.namespace.as_deref(),
+            object,
+            &writer(context, kind),
+            &options,
+        );
+        context.add_warnings(&state.take_warnings());
+        created?
+    };
     Ok(json_response(
         201,
         &present::in_version(kind, &context.target.version, &created),
@@ -77,15 +83,21 @@ pub async fn update(
     let options = WriteOptions {
         dry_run: context.query.dry_run(),
         ownership_recorded: false,
+        field_validation: FieldValidation::parse(context.query.get("fieldValidation"))?,
     };
-    let updated = shared.state().update(
-        kind,
-        &key,
-        object,
-        context.target.subresource.as_deref(),
-        &writer(context, kind),
-        &options,
-    )?;
+    let updated = {
+        let mut state = shared.state();
+        let updated = state.update(
+            kind,
+            &key,
+            object,
+            context.target.subresource.as_deref(),
+            &writer(context, kind),
+            &options,
+        );
+        context.add_warnings(&state.take_warnings());
+        updated?
+    };
     Ok(json_response(
         200,
         &present::in_version(kind, version, &updated),

@@ -228,6 +228,7 @@ pub(super) fn kinds() -> Vec<ResourceKind> {
                 status_subresource: builtin.status,
                 printer_columns: Vec::new(),
                 schema: None,
+                structural: None,
             }],
             verbs: if builtin.create_only {
                 vec!["create"]

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::{ALL_VERBS, NameRule, PrinterColumn, ResourceId, ResourceKind, ServedVersion};
 use crate::meta::{self, string_list};
+use crate::schema::StructuralSchema;
 use crate::status::Cause;
 
 /// The finalizer that holds a deleted CRD until its custom resources are gone.
@@ -113,12 +114,24 @@ fn served_versions(spec: &Value, causes: &mut Vec<Cause>) -> Vec<ServedVersion> 
     }
     let mut versions: Vec<(bool, ServedVersion)> = declared
         .iter()
-        .filter(|version| {
+        .enumerate()
+        .filter(|(_, version)| {
             version.get("served").and_then(Value::as_bool) == Some(true)
                 || version.get("storage").and_then(Value::as_bool) == Some(true)
         })
-        .map(|version| {
+        .map(|(index, version)| {
             let storage = version.get("storage").and_then(Value::as_bool) == Some(true);
+            let schema = meta::lookup_path(version, "schema.openAPIV3Schema").cloned();
+            let structural = schema.as_ref().and_then(|schema| {
+                let path = format!("spec.versions[{index}].schema.openAPIV3Schema");
+                StructuralSchema::compile(schema, &path)
+                    .map_err(|problems| {
+                        causes.extend(problems.into_iter().map(|problem| {
+                            Cause::invalid(problem.path, &Value::from(problem.value), &problem.why)
+                        }));
+                    })
+                    .ok()
+            });
             let served = version.get("served").and_then(Value::as_bool) == Some(true);
             (
                 storage,
@@ -131,7 +144,8 @@ fn served_versions(spec: &Value, causes: &mut Vec<Cause>) -> Vec<ServedVersion> 
                     served,
                     status_subresource: meta::lookup_path(version, "subresources.status").is_some(),
                     printer_columns: printer_columns(version),
-                    schema: meta::lookup_path(version, "schema.openAPIV3Schema").cloned(),
+                    schema,
+                    structural,
                 },
             )
         })
