@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use arbor_policy::object;
 use arbor_policy::propagation::{
-    CopyAction, PlanError, TreeError, desired_metadata, generated_propagation,
+    CopyAction, PlanError, TreeError, desired_metadata, generated_propagation, metadata_change,
     plan_namespace_copies,
 };
 use k8s_openapi::api::core::v1::Namespace;
@@ -153,7 +153,8 @@ async fn reconcile_namespace(
     }
 }
 
-/// Labels and annotations from the upstream (and the SubNamespace spec), when any is missing.
+/// Labels and annotations from the upstream (and the SubNamespace spec) when any is missing,
+/// and propagated keys no longer received taken off (see arbor-policy's `metadata`).
 async fn apply_metadata(context: &Context, view: &NamespaceView) -> Result<(), WriteError> {
     let name = &view.namespace.name;
     let desired = match desired_metadata(
@@ -162,10 +163,10 @@ async fn apply_metadata(context: &Context, view: &NamespaceView) -> Result<(), W
         name,
         view.sub_namespace.as_ref(),
     ) {
-        Ok(Some(desired)) => desired,
-        Ok(None) => return Ok(()),
+        Ok(desired) => desired,
         // A dangling parent or template: there is nothing to receive until it exists (admission
-        // refuses such links; a namespace deleted under its children leaves them so).
+        // refuses such links; a namespace deleted under its children leaves them so). What it
+        // received stays until then: the link names an upstream, it is only missing.
         Err(TreeError::MissingUpstream { upstream, .. }) => {
             tracing::debug!(namespace = %name, %upstream, "upstream does not exist");
             return Ok(());
@@ -175,18 +176,32 @@ async fn apply_metadata(context: &Context, view: &NamespaceView) -> Result<(), W
             return Ok(());
         }
     };
-    if desired.is_satisfied_by(&view.namespace) {
-        return Ok(());
+    let change = metadata_change(desired.as_ref(), &view.namespace);
+    let mut remaining = change.remove.clone();
+    if let Some(desired) = &change.apply {
+        let stored = context
+            .writer
+            .apply_namespace(
+                "propagate metadata to",
+                name,
+                &desired.labels,
+                &desired.annotations,
+            )
+            .await?;
+        // The apply removed the stale keys only Arbor held; a predecessor's stay until removed.
+        remaining.labels.retain(|k| stored.labels().contains_key(k));
+        remaining
+            .annotations
+            .retain(|k| stored.annotations().contains_key(k));
     }
-    context
-        .writer
-        .apply_namespace(
-            "propagate metadata to",
-            name,
-            &desired.labels,
-            &desired.annotations,
-        )
-        .await
+    if !remaining.is_empty() {
+        context
+            .writer
+            .remove_namespace_keys(name, &remaining)
+            .await?;
+        tracing::info!(namespace = %name, labels = ?remaining.labels, annotations = ?remaining.annotations, "removed keys no longer propagated");
+    }
+    Ok(())
 }
 
 /// `propagate` on objects whose controller carries `propagate-generated`.

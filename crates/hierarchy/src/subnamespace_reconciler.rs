@@ -136,6 +136,7 @@ async fn existing_namespace(
             name: ns.name_any(),
             labels: ns.labels().clone(),
             annotations: ns.annotations().clone(),
+            ..NamespaceState::default()
         };
         (state, ns.metadata.uid)
     }))

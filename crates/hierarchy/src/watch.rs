@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use arbor_api::SubNamespace as SubNamespaceResource;
 use arbor_policy::object::GroupKind;
-use arbor_policy::propagation::{NamespaceState, SubNamespace};
+use arbor_policy::propagation::{
+    NamespaceState, PropagatedKeys, SubNamespace, predecessor_field_managers,
+};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::DynamicObject;
@@ -53,27 +55,55 @@ fn to_value<K: Serialize>(object: &K) -> Option<Value> {
         .ok()
 }
 
-/// Namespaces.
+/// Namespaces; `propagators` are the field managers whose keys count as propagated (see
+/// [`PropagatedKeys`]).
 #[derive(Debug)]
-pub struct NamespaceFeed;
+pub struct NamespaceFeed {
+    pub propagators: Vec<String>,
+}
 
-fn namespace_state(namespace: &Namespace) -> NamespaceState {
+/// The field managers that propagate under `domain`: Arbor's own and its predecessor's.
+pub fn propagators(domain: &str) -> Vec<String> {
+    let mut managers = vec![arbor_api::keys::HIERARCHY_FIELD_MANAGER.to_owned()];
+    managers.extend(
+        predecessor_field_managers(domain)
+            .iter()
+            .map(|m| (*m).to_owned()),
+    );
+    managers
+}
+
+/// What the hierarchy reads of a Namespace, with the keys only propagating managers hold.
+pub fn namespace_state(namespace: &Namespace, propagators: &[String]) -> NamespaceState {
+    let propagators: Vec<&str> = propagators.iter().map(String::as_str).collect();
+    let entries = namespace
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|entry| Some((entry.manager.as_deref()?, &entry.fields_v1.as_ref()?.0)));
     NamespaceState {
         name: namespace.name_any(),
         labels: namespace.labels().clone(),
         annotations: namespace.annotations().clone(),
+        propagated: PropagatedKeys::from_managed_fields(entries, &propagators),
     }
 }
 
 impl Feed<Namespace> for NamespaceFeed {
     fn apply(&self, index: &Index, object: Namespace) -> BTreeSet<String> {
-        index.apply_namespace(namespace_state(&object))
+        index.apply_namespace(namespace_state(&object, &self.propagators))
     }
     fn delete(&self, index: &Index, object: Namespace) -> BTreeSet<String> {
         index.delete_namespace(&object.name_any())
     }
     fn replace(&self, index: &Index, listed: Vec<Namespace>) -> BTreeSet<String> {
-        index.replace_namespaces(listed.iter().map(namespace_state).collect())
+        index.replace_namespaces(
+            listed
+                .iter()
+                .map(|ns| namespace_state(ns, &self.propagators))
+                .collect(),
+        )
     }
 }
 
@@ -235,7 +265,9 @@ pub fn spawn_all(setup: &WatchSetup, sync: &SyncTracker) -> Vec<tokio::task::Joi
         spawn(
             "namespaces".into(),
             Api::<Namespace>::all(client()),
-            NamespaceFeed,
+            NamespaceFeed {
+                propagators: propagators(setup.index.keys().domain()),
+            },
             setup,
             sync,
         ),

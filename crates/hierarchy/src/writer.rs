@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use arbor_api::keys::HIERARCHY_FIELD_MANAGER;
 use arbor_policy::object::{self, GroupKind};
+use arbor_policy::propagation::StaleKeys;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::{Api, Client};
@@ -159,14 +160,15 @@ impl Writer {
         }
     }
 
-    /// Applies the labels and annotations Arbor sets on namespace `name`.
+    /// Applies the labels and annotations Arbor sets on namespace `name`; returns the namespace
+    /// as stored.
     pub async fn apply_namespace(
         &self,
         action: &'static str,
         name: &str,
         labels: &BTreeMap<String, String>,
         annotations: &BTreeMap<String, String>,
-    ) -> Result<(), WriteError> {
+    ) -> Result<Namespace, WriteError> {
         let namespace = json!({
             "apiVersion": "v1",
             "kind": "Namespace",
@@ -177,6 +179,46 @@ impl Writer {
             .await
             .map_err(|source| WriteError::Api {
                 action,
+                object: format!("namespace {name}"),
+                source,
+            })
+    }
+
+    /// Takes `keys` off namespace `name`, whoever holds them: they are keys a propagating
+    /// controller alone put there (a predecessor's apply cannot be undone by Arbor's).
+    pub async fn remove_namespace_keys(
+        &self,
+        name: &str,
+        keys: &StaleKeys,
+    ) -> Result<(), WriteError> {
+        let nulls = |keys: &std::collections::BTreeSet<String>| {
+            keys.iter()
+                .map(|k| (k.clone(), Value::Null))
+                .collect::<serde_json::Map<_, _>>()
+        };
+        let mut metadata = serde_json::Map::new();
+        if !keys.labels.is_empty() {
+            metadata.insert("labels".into(), Value::Object(nulls(&keys.labels)));
+        }
+        if !keys.annotations.is_empty() {
+            metadata.insert(
+                "annotations".into(),
+                Value::Object(nulls(&keys.annotations)),
+            );
+        }
+        let params = PatchParams {
+            field_manager: Some(HIERARCHY_FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        Api::<Namespace>::all(self.client.clone())
+            .patch(
+                name,
+                &params,
+                &Patch::Merge(json!({"metadata": Value::Object(metadata)})),
+            )
+            .await
+            .map_err(|source| WriteError::Api {
+                action: "remove keys no longer propagated from",
                 object: format!("namespace {name}"),
                 source,
             })?;

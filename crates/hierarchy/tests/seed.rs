@@ -34,6 +34,9 @@ for_each_domain!(
     propagate_update_creates_or_updates_copy_in_all_sub_namespaces,
     propagate_deleting_source_deletes_update_copies_in_sub_namespaces,
     propagate_generated_annotates_owned_resource_with_owner_mode,
+    removed_keys_of_a_root_and_a_parent_are_removed_from_every_descendant,
+    removed_keys_of_a_template_are_removed_from_its_instances,
+    removed_keys_of_a_sub_namespace_spec_are_removed_from_its_namespace,
 );
 
 /// A root `root` with sub-namespace `child` (created directly with the parent key).
@@ -582,4 +585,145 @@ async fn sub_namespace_deletes_update_copy_when_from_is_not_parent(domain: &str)
 
 async fn sub_namespace_deletes_update_copy_when_parent_has_no_source(domain: &str) -> Result<()> {
     deletes_update_copy_without_source(root_and_child(domain).await?, "root", "child").await
+}
+
+/// Removed keys are removed below (#16.8): a label or annotation taken off a root leaves every
+/// namespace below it, one taken off a parent leaves its sub-namespaces; keys nobody
+/// propagated stay, even when their names match `labelKeys`.
+async fn removed_keys_of_a_root_and_a_parent_are_removed_from_every_descendant(
+    domain: &str,
+) -> Result<()> {
+    let cluster = root_with_three_below(domain).await?;
+    cluster
+        .label_namespace("root", &[("team", Some("blue")), ("tier-1", Some("gold"))])
+        .await?;
+    cluster
+        .annotate_namespace("root", &[("note", Some("n"))])
+        .await?;
+    // Set by a user on the parent: propagated from there, but never by Arbor onto `child`.
+    cluster
+        .label_namespace("child", &[("tier-own", Some("x")), ("owner", Some("me"))])
+        .await?;
+    for below in ["child", "child-2", "grand"] {
+        cluster
+            .wait_namespace_label(below, "team", Some("blue"))
+            .await?;
+        cluster
+            .wait_namespace_annotation(below, "note", Some("n"))
+            .await?;
+    }
+    cluster
+        .wait_namespace_label("grand", "tier-own", Some("x"))
+        .await?;
+
+    cluster.label_namespace("root", &[("team", None)]).await?;
+    cluster
+        .annotate_namespace("root", &[("note", None)])
+        .await?;
+    for below in ["child", "child-2", "grand"] {
+        cluster.wait_namespace_label(below, "team", None).await?;
+        cluster
+            .wait_namespace_annotation(below, "note", None)
+            .await?;
+    }
+    cluster
+        .label_namespace("child", &[("tier-own", None)])
+        .await?;
+    cluster
+        .wait_namespace_label("grand", "tier-own", None)
+        .await?;
+    cluster.settle().await?;
+    for below in ["child", "child-2", "grand"] {
+        ensure!(
+            cluster.namespace_label(below, "tier-1").await?.as_deref() == Some("gold"),
+            "{below}: a key still propagated stays"
+        );
+        ensure!(
+            cluster.namespace_label(below, "parent").await?.is_some(),
+            "{below}: the parent label stays"
+        );
+    }
+    ensure!(
+        cluster.namespace_label("child", "owner").await?.as_deref() == Some("me"),
+        "a key nobody propagated stays"
+    );
+    cluster.shutdown().await;
+    Ok(())
+}
+
+async fn removed_keys_of_a_template_are_removed_from_its_instances(domain: &str) -> Result<()> {
+    let cluster = template_and_instance(domain).await?;
+    cluster
+        .label_namespace("inst", &[("tier-mine", Some("kept"))])
+        .await?;
+    cluster
+        .label_namespace("tmpl", &[("team", Some("red")), ("tier-1", Some("gold"))])
+        .await?;
+    cluster
+        .annotate_namespace("tmpl", &[("note", Some("t"))])
+        .await?;
+    cluster
+        .wait_namespace_label("inst", "tier-1", Some("gold"))
+        .await?;
+    cluster
+        .wait_namespace_annotation("inst", "note", Some("t"))
+        .await?;
+    cluster.label_namespace("tmpl", &[("tier-1", None)]).await?;
+    cluster
+        .annotate_namespace("tmpl", &[("note", None)])
+        .await?;
+    cluster.wait_namespace_label("inst", "tier-1", None).await?;
+    cluster
+        .wait_namespace_annotation("inst", "note", None)
+        .await?;
+    cluster.settle().await?;
+    ensure!(
+        cluster.namespace_label("inst", "team").await?.as_deref() == Some("red"),
+        "a key still propagated stays"
+    );
+    ensure!(
+        cluster
+            .namespace_label("inst", "tier-mine")
+            .await?
+            .as_deref()
+            == Some("kept"),
+        "a key nobody propagated stays, though labelKeys matches it"
+    );
+    cluster.shutdown().await;
+    Ok(())
+}
+
+async fn removed_keys_of_a_sub_namespace_spec_are_removed_from_its_namespace(
+    domain: &str,
+) -> Result<()> {
+    let cluster = Cluster::start(domain).await?;
+    cluster
+        .create_namespace("root", &[("type", "root")])
+        .await?;
+    cluster
+        .create_sub_namespace("root", "team-a", &[("app", "shop")])
+        .await?;
+    cluster
+        .wait_namespace_label("team-a", "app", Some("shop"))
+        .await?;
+    cluster
+        .sub_namespaces("root")
+        .patch(
+            "team-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"labels": {"app": null}}})),
+        )
+        .await?;
+    cluster.wait_namespace_label("team-a", "app", None).await?;
+    cluster.settle().await?;
+    ensure!(
+        cluster
+            .namespace_label("team-a", "parent")
+            .await?
+            .as_deref()
+            == Some("root"),
+        "the parent label stays"
+    );
+    cluster.shutdown().await;
+    Ok(())
 }

@@ -74,6 +74,14 @@
 //! | `propagate`: when a resource is deleted, delete same-kind same-name `update` copies in sub-namespaces | `propagate_deleting_source_deletes_update_copies_in_sub_namespaces` |
 //! | `propagate-generated`: annotate owned resources with `propagate=<the owner's mode>` | `propagate_generated_annotates_owned_resource_with_owner_mode` |
 //!
+//! # Beyond the seed's bullets: guarantees Arbor adds (issue #16)
+//!
+//! | guarantee | policy test | controller test (`crates/hierarchy/tests/seed.rs`, every domain) |
+//! |---|---|---|
+//! | Removed keys are removed below: a key taken off a root or parent leaves every descendant | `metadata::tests::removed_keys_are_removed_below_and_keys_nobody_propagated_are_kept` | `removed_keys_of_a_root_and_a_parent_are_removed_from_every_descendant` |
+//! | ... taken off a template leaves its instances; keys nobody propagated stay | `metadata::tests::a_namespace_in_place_needs_no_write` | `removed_keys_of_a_template_are_removed_from_its_instances` |
+//! | ... taken off a SubNamespace's spec leaves its namespace | `metadata::tests::keys_held_only_by_propagating_managers_count_as_propagated` | `removed_keys_of_a_sub_namespace_spec_are_removed_from_its_namespace` |
+//!
 //! The decision table itself is tested row by row in [`decision`]; the property that a copy
 //! is updated only for an `update` source and deleted only when itself `update` (so a copy
 //! whose mode is not `update` is never updated nor deleted) is in
@@ -108,7 +116,10 @@ pub use cycles::{CycleReport, find_cycles};
 pub use decision::{CopyFacts, FromFact, LeaveReason, LiveFact, SourceFact, Verdict, decide};
 pub use generated::{AnnotationToAdd, OwnerReference, controller_of, generated_propagation};
 pub use glob::{KeyPattern, KeyPatterns, PatternError};
-pub use metadata::{NamespaceMetadata, desired_metadata};
+pub use metadata::{
+    ACCURATE_FIELD_MANAGER, MetadataChange, NamespaceMetadata, PropagatedKeys, StaleKeys,
+    desired_metadata, metadata_change, predecessor_field_managers,
+};
 pub use mode::PropagateMode;
 pub use namespace::{NamespaceState, NamespaceType, Role, RoleKind, Upstream};
 pub use naming::{NamingError, NamingPolicy, check_naming};

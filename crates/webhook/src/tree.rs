@@ -134,6 +134,7 @@ impl ClusterTree {
                     name: meta.name.clone()?,
                     labels: meta.labels.clone().unwrap_or_default(),
                     annotations: meta.annotations.clone().unwrap_or_default(),
+                    ..NamespaceState::default()
                 })
             })
             .collect();

@@ -250,6 +250,27 @@ impl Cluster {
         Ok(())
     }
 
+    /// Sets (Some) or removes (None) annotations of a namespace with a merge patch.
+    pub async fn annotate_namespace(
+        &self,
+        name: &str,
+        annotations: &[(&str, Option<&str>)],
+    ) -> Result<()> {
+        let annotations: BTreeMap<String, Value> = annotations
+            .iter()
+            .map(|(k, v)| (self.key(k), v.map_or(Value::Null, Value::from)))
+            .collect();
+        self.namespaces()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+            )
+            .await
+            .with_context(|| format!("annotate namespace {name}"))?;
+        Ok(())
+    }
+
     pub async fn namespace(&self, name: &str) -> Result<Option<Namespace>> {
         Ok(self.namespaces().get_opt(name).await?)
     }

@@ -9,7 +9,10 @@ use serde_json::Value;
 use crate::keys::Keys;
 use crate::object::{self, MissingField};
 
-/// The parts of a Namespace that the hierarchy reads: its name, labels and annotations.
+use super::metadata::PropagatedKeys;
+
+/// The parts of a Namespace that the hierarchy reads: its name, labels and annotations, and
+/// which of those only a propagating controller holds (see [`PropagatedKeys`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NamespaceState {
     pub name: String,
@@ -17,6 +20,8 @@ pub struct NamespaceState {
     pub labels: BTreeMap<String, String>,
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "PropagatedKeys::is_empty")]
+    pub propagated: PropagatedKeys,
 }
 
 impl NamespaceState {
@@ -45,6 +50,7 @@ impl NamespaceState {
                 .to_owned(),
             labels: object::labels(namespace),
             annotations: object::annotations(namespace),
+            propagated: PropagatedKeys::default(),
         })
     }
 
