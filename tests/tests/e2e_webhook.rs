@@ -201,6 +201,56 @@ async fn a_clustergittrackobject_owned_by_a_gittrack_is_refused() {
     ));
 }
 
+/// seeds/002's "never" rows do not depend on the installation's mode: with
+/// `--gittrack-mode Disabled` (the default) the running webhook refuses both, and the
+/// mode-dependent row (a ClusterGitTrack's namespaced objects) still follows the mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_rows_are_refused_with_gittrack_mode_disabled() {
+    let env = env_with_webhook(
+        &[
+            "--gittrack-mode",
+            "Disabled",
+            "--clustergittrack-mode",
+            "ExcludeNamespaced",
+        ],
+        &[
+            namespace("team-a", json!({})),
+            namespace("team-b", json!({})),
+        ],
+    )
+    .await;
+    let owner_uid = create(&env, &gittrack("team-a", "apps"));
+    let cross = tracking_object(
+        "GitTrackObject",
+        Some("team-b"),
+        "GitTrack/team-a/apps",
+        &owner_uid,
+    );
+    assert_create_denied(&env, &cross, "Cross namespace never allowed");
+    let cluster_scoped = tracking_object(
+        "ClusterGitTrackObject",
+        None,
+        "GitTrack/team-a/apps",
+        &owner_uid,
+    );
+    assert_create_denied(
+        &env,
+        &cluster_scoped,
+        "GitTrack can never own cluster-scoped resource",
+    );
+    let mut platform = gittrack("", "platform");
+    platform["kind"] = json!("ClusterGitTrack");
+    platform["metadata"] = json!({"name": "platform"});
+    let platform_uid = create(&env, &platform);
+    let namespaced = tracking_object(
+        "GitTrackObject",
+        Some("team-b"),
+        "ClusterGitTrack/platform",
+        &platform_uid,
+    );
+    assert_create_denied(&env, &namespaced, "ExcludeNamespaced");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_namespace_with_sub_namespaces_is_refused_unless_cascading_deletion_is_allowed()
 {

@@ -40,7 +40,7 @@
 //! |---|---|
 //! | `spec`: desired state, set by the user, not modified by the controllers | `spec_is_the_desired_state_set_by_the_user_and_never_changed_by_the_controller` |
 //! | `status`: current state as seen in the real world, set by the controllers | `status_is_the_current_state_set_by_the_observer_from_the_real_world` |
-//! | Resources must have a `spec` **AND** a `status` attribute to be reconciled | `resource_needs_spec_and_status_to_be_reconciled` |
+//! | Resources must have a `spec` **AND** a `status` attribute to be reconciled | `resource_needs_spec_and_status_to_be_reconciled` ([`check_reconcilable`], for untyped resources; not called by arbor-observer, see below) |
 //! | Loop 1-3: resource created on the API, created in the real world, then observed | `observer_started_after_resources_created` |
 //! | Loop 4-5: actual state same as `status`: nothing happens | `status_equal_to_observed_means_nothing_happens` |
 //! | Loop 6-7: actual state differs: resource modified, observer updates `status` | `status_differs_means_resource_modified` |
@@ -94,6 +94,26 @@
 //! | `ShapeDiffersFromManifest` | `schema_shape_differing_from_manifest_is_refused` |
 //! | `ResourceNotInManifest` | `schema_resource_not_in_manifest_is_refused`, `schema_namespace_selects_one_resource_and_no_namespace_selects_all_of_that_name` |
 //! | `DuplicateResource` | `resource_observed_twice_is_refused` |
+//!
+//! ## Why arbor-observer does not call [`check_reconcilable`]
+//!
+//! In Krake a resource is a free-form document, so "no `spec`" and "no `status`" are states
+//! the controller must check before it reconciles. Arbor's only kind that is reconciled this
+//! way, `Application` (arbor.dev), rules both out by its type, before any decision is taken:
+//! - `spec` is required by the CRD's schema and by the typed `Application`: the API server
+//!   refuses an Application without it, and one that does not decode never reaches
+//!   `reconcile`. There is always a desired state.
+//! - Reconciliation proper (seed loop steps 6-8: the controller applies the desired state
+//!   because the observed state deviates) is [`ResourceDelta::between`] the status's
+//!   `last_applied_manifest` and `last_observed_manifest`, taken only once the status says the
+//!   Application was created (`observedGeneration` set, [`ApplicationState::next_action`]).
+//!   Without a status there is nothing observed to reconcile from, and the action is the
+//!   first creation, which the seed's lifecycle table lists separately (Create: observer
+//!   started after), not a reconciliation.
+//!
+//! So the bullet holds for every Application by construction, and a call in the controller
+//! could never refuse one: [`check_reconcilable`] stays the executable reading of the bullet
+//! for documents without a type, and its test is the bullet's.
 
 mod applied;
 mod compare;
