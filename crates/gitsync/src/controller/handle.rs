@@ -10,6 +10,7 @@ use arbor_api::keys::{ArborKeys, Keys, SourceRef};
 use arbor_api::source::{AuthType, DeletionPolicy, GitSourceStatus, Layout, Revision};
 use arbor_api::{FieldError, GitSource};
 use arbor_policy::ownership::Owner;
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
 
@@ -123,6 +124,20 @@ impl SourceHandle {
             status: source.source_status().cloned().unwrap_or_default(),
             spec_errors,
             reference,
+        }
+    }
+}
+
+impl SourceHandle {
+    /// The source, for Events about it.
+    pub fn object_ref(&self) -> ObjectReference {
+        ObjectReference {
+            api_version: Some(self.owner_reference.api_version.clone()),
+            kind: Some(self.owner_reference.kind.clone()),
+            name: Some(self.owner_reference.name.clone()),
+            namespace: self.namespace.clone(),
+            uid: Some(self.uid.clone()),
+            ..ObjectReference::default()
         }
     }
 }

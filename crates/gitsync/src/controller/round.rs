@@ -22,7 +22,7 @@ use super::object_status::{self, Attempt, in_sync_condition};
 use super::plan::{Part, Plan, PlannedObject, Planner, Why, crd_kinds, is_crd};
 use super::prune::{self, PruneCount, PruneVerdict};
 use super::registry::{GoodState, ObjectRecord, ObjectState};
-use super::status::{Counters, Outcome, RoundReport};
+use super::status::{Changes, Counters, Outcome, RoundReport};
 use super::tracking::{self, Tracked};
 use crate::apply::{ApplyError, ServedKind, Target};
 
@@ -39,6 +39,15 @@ pub struct RoundResult {
 }
 
 impl RoundResult {
+    /// Objects created, updated and deleted.
+    pub fn changes(&self) -> Changes {
+        Changes {
+            created: self.created,
+            updated: self.updated,
+            deleted: self.deleted,
+        }
+    }
+
     fn stopped(outcome: Outcome, errors: Vec<SourceError>) -> Self {
         Self {
             report: Some(RoundReport::stopped(outcome, errors)),

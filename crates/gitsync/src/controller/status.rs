@@ -7,17 +7,19 @@
 
 use std::collections::BTreeMap;
 
-use arbor_api::condition::{reasons, remove_condition, types};
+use arbor_api::condition::{find_condition, reasons, remove_condition, types};
 use arbor_api::keys::GITSYNC_FIELD_MANAGER;
 use arbor_api::source::{GitSourceStatus, SourceError};
 use arbor_api::{ConditionUpdate, set_condition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::discovery::ApiResource;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::error::ControllerError;
+use super::notice::Notice;
 
 /// How a round ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -155,18 +157,76 @@ pub fn next_status(
     Some(next)
 }
 
-/// Writes `status` onto the source `name` by server-side apply.
-pub async fn write<K>(
-    api: &Api<K>,
+/// What a round wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Changes {
+    pub created: usize,
+    pub updated: usize,
+    pub deleted: usize,
+}
+
+/// What to announce (log line and Event) when a round moved the status from `previous` to
+/// `next`: every change of the Ready condition (a Warning while not Ready, but for a suspended
+/// source), and every round that wrote something.
+pub fn notices(
+    previous: &GitSourceStatus,
+    next: &GitSourceStatus,
+    report: &RoundReport,
+    changes: Changes,
+) -> Vec<Notice> {
+    let mut notices = Vec::new();
+    let commit = report
+        .commit
+        .as_deref()
+        .or(next.observed_commit.as_deref())
+        .unwrap_or("");
+    if changes.created + changes.updated + changes.deleted > 0 {
+        notices.push(Notice::normal(
+            "Synced",
+            "Sync",
+            format!(
+                "commit {commit}: {} created, {} updated, {} pruned",
+                changes.created, changes.updated, changes.deleted
+            ),
+        ));
+    }
+    let ready = |status: &GitSourceStatus| {
+        find_condition(&status.conditions, types::READY)
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    };
+    if let Some((status, reason, message)) = ready(next)
+        && ready(previous).as_ref() != Some(&(status.clone(), reason.clone(), message.clone()))
+    {
+        let notice = if status == "True" || reason == reasons::SUSPENDED {
+            Notice::normal(&reason, "Sync", message)
+        } else {
+            Notice::warning(&reason, "Sync", message)
+        };
+        // A successful round that wrote something is already announced by "Synced".
+        if notice.warning || notices.is_empty() {
+            notices.push(notice);
+        }
+    }
+    notices
+}
+
+/// Writes `status` onto the source `name` by server-side apply. `api` is the source kind's
+/// API as dynamic objects, so a source whose spec does not decode still gets its status.
+pub async fn write(
+    api: &Api<DynamicObject>,
+    resource: &ApiResource,
     name: &str,
     status: &GitSourceStatus,
-) -> Result<(), ControllerError>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    apply_status(api, name, None, json!(status))
-        .await
-        .map_err(|source| ControllerError::kube("write status of", name, source))
+) -> Result<(), ControllerError> {
+    apply_status_as(
+        api,
+        (&resource.api_version, &resource.kind),
+        name,
+        None,
+        json!(status),
+    )
+    .await
+    .map_err(|source| ControllerError::kube("write status of", name, source))
 }
 
 /// Server-side applies `status` on the status subresource of the object `name` (in
@@ -181,13 +241,33 @@ pub async fn apply_status<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
+    apply_status_as(
+        api,
+        (&K::api_version(&()), &K::kind(&())),
+        name,
+        namespace,
+        status,
+    )
+    .await
+}
+
+async fn apply_status_as<K>(
+    api: &Api<K>,
+    (api_version, kind): (&str, &str),
+    name: &str,
+    namespace: Option<&str>,
+    status: Value,
+) -> Result<(), kube::Error>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
     let mut metadata = json!({ "name": name });
     if let Some(namespace) = namespace {
         metadata["namespace"] = json!(namespace);
     }
     let patch = json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
+        "apiVersion": api_version,
+        "kind": kind,
         "metadata": metadata,
         "status": status,
     });
@@ -203,7 +283,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arbor_api::condition::find_condition;
     use k8s_openapi::jiff::Timestamp;
 
     fn at(seconds: i64) -> Time {

@@ -1,0 +1,181 @@
+//! No silent failure: a source or tracking object that cannot be read is reported and skipped
+//! while the rest of its kind syncs; state changes and deletions are logged and announced as
+//! Events; status tells the truth while work is in flight.
+//!
+//! The undecodable objects are stored through a loosened CRD
+//! ([`arbor_testkit::cluster::loosen_crd_schema`]): a real API server stores such objects too
+//! whenever the CRD's schema allows it (an older or hand-edited CRD, a version without
+//! structural constraints), and the test does not rely on the emulator being lenient.
+
+mod controller_support;
+
+use arbor_api::condition::{find_condition, reasons, types};
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
+use serde_json::json;
+
+use controller_support::*;
+
+/// The Events regarding `name` in `namespace` with `reason`, as their notes.
+async fn events(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> anyhow::Result<Vec<String>> {
+    let api: Api<Event> = Api::namespaced(cluster.client.clone(), namespace);
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|event| {
+            event.reason.as_deref() == Some(reason)
+                && event
+                    .regarding
+                    .as_ref()
+                    .is_some_and(|regarding| regarding.name.as_deref() == Some(name))
+        })
+        .filter_map(|event| event.note)
+        .collect())
+}
+
+/// Waits for an Event regarding `name` with `reason`; returns its note.
+async fn event(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> anyhow::Result<String> {
+    eventually(&format!("a {reason} event on {name}"), || async {
+        Ok(events(cluster, namespace, name, reason)
+            .await?
+            .into_iter()
+            .next())
+    })
+    .await
+}
+
+/// seeds/002 via issue 16 item 3 and 12: a GitTrack whose `reference` is a string (as Faros
+/// spells it) does not decode. It gets Ready=False naming `spec.reference`, an Event and a
+/// metric, and the GitTrack beside it syncs as usual.
+#[tokio::test]
+async fn a_source_that_does_not_decode_is_reported_and_the_others_sync() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    arbor_testkit::cluster::loosen_crd_schema(&cluster.client, "gittracks.arbor.dev").await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("settings.yaml", &configmap(None, "settings", "1"))?;
+    let commit = repo.commit("declare it")?;
+    let gittracks = cluster.api("arbor.dev/v1alpha1", "GitTrack", "gittracks", Some("foo"));
+    cluster
+        .create(
+            &gittracks,
+            json!({
+                "apiVersion": "arbor.dev/v1alpha1",
+                "kind": "GitTrack",
+                "metadata": {"name": "broken", "namespace": "foo"},
+                "spec": {"repository": repo.url(), "reference": "main"},
+            }),
+        )
+        .await?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let good = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &good, &commit).await?;
+    assert!(
+        cluster
+            .exists(&cluster.configmaps("foo"), "settings")
+            .await?
+    );
+
+    let ready = eventually("the broken GitTrack to be not Ready", || async {
+        // The typed read of the source fails on its spec: read it as it is stored.
+        let object = gittracks.get("broken").await?;
+        let conditions = object.data["status"]["conditions"].clone();
+        let conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> =
+            serde_json::from_value(conditions).unwrap_or_default();
+        Ok(find_condition(&conditions, types::READY).cloned())
+    })
+    .await?;
+    assert_eq!(ready.status, "False");
+    assert_eq!(ready.reason, reasons::INVALID_SPEC);
+    assert!(
+        ready.message.contains("spec.reference"),
+        "{}",
+        ready.message
+    );
+    let note = event(&cluster, "foo", "broken", "Undecodable").await?;
+    assert!(note.contains("spec.reference"), "{note}");
+    assert!(
+        instance
+            .running()
+            .context()
+            .metrics
+            .undecodable
+            .count("GitTrack")
+            >= 1
+    );
+    instance.stop().await;
+    Ok(())
+}
+
+/// Issue 16 item 12 for tracking objects: a GitTrackObject that does not decode sits beside a
+/// source's own; the source still syncs, and removing a declaration still deletes its object
+/// through the tracking object's finalizer.
+#[tokio::test]
+async fn a_tracking_object_that_does_not_decode_stops_nothing() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    arbor_testkit::cluster::loosen_crd_schema(&cluster.client, "gittrackobjects.arbor.dev").await?;
+    cluster.namespace("foo").await?;
+    let tracking = cluster.api(
+        "arbor.dev/v1alpha1",
+        "GitTrackObject",
+        "gittrackobjects",
+        Some("foo"),
+    );
+    cluster
+        .create(
+            &tracking,
+            json!({
+                "apiVersion": "arbor.dev/v1alpha1",
+                "kind": "GitTrackObject",
+                "metadata": {"name": "configmap.stray", "namespace": "foo"},
+                "spec": {"name": 5, "kind": ["ConfigMap"]},
+            }),
+        )
+        .await?;
+    let repo = Repo::new()?;
+    repo.write("a.yaml", &configmap(None, "a", "1"))?;
+    repo.write("b.yaml", &configmap(None, "b", "1"))?;
+    let first = repo.commit("two")?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &first).await?;
+    let configmaps = cluster.configmaps("foo");
+    assert!(cluster.exists(&configmaps, "a").await?);
+    assert!(cluster.exists(&configmaps, "b").await?);
+
+    repo.remove("b.yaml")?;
+    let second = repo.commit("one")?;
+    cluster.synced(&instance, &source, &second).await?;
+    cluster.gone(&instance, &source, &configmaps, "b").await?;
+    assert!(cluster.exists(&configmaps, "a").await?);
+    let note = event(&cluster, "foo", "configmap.stray", "Undecodable").await?;
+    assert!(note.contains("spec.name"), "{note}");
+    assert!(
+        instance
+            .running()
+            .context()
+            .metrics
+            .undecodable
+            .count("GitTrackObject")
+            >= 1
+    );
+    instance.stop().await;
+    Ok(())
+}
