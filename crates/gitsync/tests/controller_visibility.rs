@@ -17,6 +17,51 @@ use serde_json::json;
 
 use controller_support::*;
 
+/// The log lines of everything running on the test's thread (the test runtime has one thread,
+/// so the controller's tasks log here too), at the default level (info).
+struct Logs {
+    lines: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+impl Logs {
+    fn capture() -> Self {
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || LogWriter(writer.clone()))
+            .finish();
+        Self {
+            lines,
+            _guard: tracing::subscriber::set_default(subscriber),
+        }
+    }
+
+    /// The lines at `level` (`INFO`, `WARN`) that contain every one of `words`.
+    fn find(&self, level: &str, words: &[&str]) -> Vec<String> {
+        let text = String::from_utf8_lossy(&self.lines.lock().unwrap()).into_owned();
+        text.lines()
+            .filter(|line| line.contains(level) && words.iter().all(|word| line.contains(word)))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+struct LogWriter(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The Events regarding `name` in `namespace` with `reason`, as their notes.
 async fn events(
     cluster: &Cluster,
@@ -176,6 +221,76 @@ async fn a_tracking_object_that_does_not_decode_stops_nothing() -> anyhow::Resul
             .count("GitTrackObject")
             >= 1
     );
+    instance.stop().await;
+    Ok(())
+}
+
+/// Issue 23 item 8: a hand-labelled object that seeds/000 row 5 deletes, and a commit that does
+/// not parse, are each a log line at the default level and an Event on the source.
+#[tokio::test]
+async fn a_row_5_deletion_and_a_parse_failure_are_logged_and_announced() -> anyhow::Result<()> {
+    let logs = Logs::capture();
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    // Three declared objects, so that deleting one more stays within the prune budget.
+    for name in ["one", "two", "three"] {
+        repo.write(&format!("{name}.yaml"), &configmap(None, name, "1"))?;
+    }
+    let commit = repo.commit("declare it")?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &commit).await?;
+
+    let configmaps = cluster.configmaps("foo");
+    cluster
+        .create(
+            &configmaps,
+            json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": "stray",
+                    "namespace": "foo",
+                    "labels": {"arbor.dev/managed": "enabled"},
+                },
+            }),
+        )
+        .await?;
+    cluster
+        .gone(&instance, &source, &configmaps, "stray")
+        .await?;
+    let note = event(&cluster, "foo", "apps", "Deleted").await?;
+    assert!(
+        note.contains("ConfigMap foo/stray") && note.contains("row 5"),
+        "{note}"
+    );
+    assert!(
+        !logs
+            .find("INFO", &["ConfigMap foo/stray", "deleted"])
+            .is_empty(),
+        "no log line for the deletion"
+    );
+
+    repo.write(
+        "broken.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: [\n",
+    )?;
+    repo.commit("does not parse")?;
+    let note = eventually("a ParseFailed event on apps", || async {
+        instance.request_round(&source);
+        instance.rounds(&source, 1).await;
+        Ok(events(&cluster, "foo", "apps", reasons::PARSE_FAILED)
+            .await?
+            .into_iter()
+            .next())
+    })
+    .await?;
+    assert!(note.contains("does not parse"), "{note}");
+    let warned = logs.find("WARN", &[reasons::PARSE_FAILED, "foo/apps"]);
+    assert!(!warned.is_empty(), "no warn line for ParseFailed");
     instance.stop().await;
     Ok(())
 }

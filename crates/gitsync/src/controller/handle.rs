@@ -131,14 +131,7 @@ impl SourceHandle {
 impl SourceHandle {
     /// The source, for Events about it.
     pub fn object_ref(&self) -> ObjectReference {
-        ObjectReference {
-            api_version: Some(self.owner_reference.api_version.clone()),
-            kind: Some(self.owner_reference.kind.clone()),
-            name: Some(self.owner_reference.name.clone()),
-            namespace: self.namespace.clone(),
-            uid: Some(self.uid.clone()),
-            ..ObjectReference::default()
-        }
+        super::notice::regarding_source(&self.reference, &self.uid)
     }
 }
 

@@ -4,10 +4,15 @@
 //! written with the status ([`super::status`]); callers that change a condition announce the
 //! change here.
 
+use arbor_api::keys::SourceRef;
+use arbor_policy::object::ObjectKey;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 
 use super::Context;
+
+/// The API version of the source kinds.
+const API_VERSION: &str = "arbor.dev/v1alpha1";
 
 /// Longest Event note the API server keeps.
 const MAX_NOTE: usize = 1000;
@@ -39,6 +44,43 @@ impl Notice {
             ..Self::normal(reason, action, message)
         }
     }
+}
+
+/// The source `source` (with its uid), for Events about it.
+pub fn regarding_source(source: &SourceRef, uid: &str) -> ObjectReference {
+    let (kind, namespace, name) = match source {
+        SourceRef::GitTrack { namespace, name } => ("GitTrack", Some(namespace.clone()), name),
+        SourceRef::ClusterGitTrack { name } => ("ClusterGitTrack", None, name),
+    };
+    ObjectReference {
+        api_version: Some(API_VERSION.to_owned()),
+        kind: Some(kind.to_owned()),
+        name: Some(name.clone()),
+        namespace,
+        uid: Some(uid.to_owned()).filter(|uid| !uid.is_empty()),
+        ..ObjectReference::default()
+    }
+}
+
+/// `Kind namespace/name` or `Kind name`, as people name an object.
+pub fn describe(key: &ObjectKey) -> String {
+    match &key.namespace {
+        Some(namespace) => format!("{} {namespace}/{}", key.group_kind.kind, key.name),
+        None => format!("{} {}", key.group_kind.kind, key.name),
+    }
+}
+
+/// Announces that `object` was deleted on behalf of `source`: `why` is the rule (the action
+/// table's row) that allowed it.
+pub async fn deleted(ctx: &Context, source: &SourceRef, uid: &str, object: &str, why: &str) {
+    let notice = Notice::normal("Deleted", "Prune", format!("deleted {object}: {why}"));
+    publish(
+        ctx,
+        &regarding_source(source, uid),
+        &source.to_string(),
+        &notice,
+    )
+    .await;
 }
 
 /// Logs `notice` about `subject` (as people name it, `GitTrack foo/apps`) and publishes it as

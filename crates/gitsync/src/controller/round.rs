@@ -18,6 +18,7 @@ use super::error::{self, ControllerError};
 use super::handle::SourceHandle;
 use super::live::Snapshot;
 use super::load::{self, LoadRequest};
+use super::notice;
 use super::object_status::{self, Attempt, in_sync_condition};
 use super::plan::{Part, Plan, PlannedObject, Planner, Why, crd_kinds, is_crd};
 use super::prune::{self, PruneCount, PruneVerdict};
@@ -706,7 +707,21 @@ impl Sync<'_> {
             };
             match self.ctx.applier.sync_object(&target, Some(live)).await {
                 Ok(outcome) if outcome.decision.action == Action::Delete => {
-                    self.result.deleted += 1
+                    self.result.deleted += 1;
+                    let why = format!(
+                        "it carries the management label, its kind is declared and no \
+                         declaration or tracking object explains it (seeds/000 row {}: {})",
+                        outcome.decision.row.number(),
+                        outcome.decision.row.reason()
+                    );
+                    notice::deleted(
+                        self.ctx,
+                        &self.handle.reference,
+                        &self.handle.uid,
+                        &notice::describe(key),
+                        &why,
+                    )
+                    .await;
                 }
                 Ok(_) => {}
                 Err(failure) => self.errors.push(source_error(

@@ -447,6 +447,18 @@ pub async fn finalize<K: TrackingKind>(ctx: &Context, object: &K) -> Result<(), 
             Ok(live) => {
                 let outcome = ctx.applier.sync_object(&target, live.as_ref()).await?;
                 tracing::info!(object = %tracked.key, row = outcome.decision.row.number(), action = %outcome.decision.action, "tracking object finalized");
+                if outcome.wrote
+                    && let Some((source, uid)) = &owner
+                {
+                    let why = format!(
+                        "its tracking object {} was deleted (seeds/000 row {}: {})",
+                        tracked.name,
+                        outcome.decision.row.number(),
+                        outcome.decision.row.reason()
+                    );
+                    let object = super::notice::describe(&tracked.key);
+                    super::notice::deleted(ctx, source, uid, &object, &why).await;
+                }
             }
             // Nothing of an unserved kind can be on the cluster.
             Err(ApplyError::KindNotServed { .. }) => {}
