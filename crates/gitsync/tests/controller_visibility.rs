@@ -9,7 +9,11 @@
 
 mod controller_support;
 
+use std::time::Duration;
+
 use arbor_api::condition::{find_condition, reasons, types};
+use arbor_api::keys::SourceRef;
+use arbor_kube_emu::faults::{Fault, FaultEffect};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
@@ -292,5 +296,153 @@ async fn a_row_5_deletion_and_a_parse_failure_are_logged_and_announced() -> anyh
     let warned = logs.find("WARN", &[reasons::PARSE_FAILED, "foo/apps"]);
     assert!(!warned.is_empty(), "no warn line for ParseFailed");
     instance.stop().await;
+    Ok(())
+}
+
+/// The conditions of a source as stored.
+async fn conditions(
+    cluster: &Cluster,
+    source: &SourceRef,
+) -> anyhow::Result<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>> {
+    Ok(cluster
+        .status(source)
+        .await?
+        .map(|status| status.conditions)
+        .unwrap_or_default())
+}
+
+/// Issue 23 item 9: while a round applies a new commit, slowly (every ConfigMap write takes
+/// 300 ms), the source says Reconciling=True with applied/total and is not Ready; Ready comes
+/// back only when the round of the new commit finished.
+#[tokio::test]
+async fn a_round_in_flight_is_reconciling_with_progress_and_ready_only_when_finished()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("first.yaml", &configmap(None, "first", "1"))?;
+    let first = repo.commit("one")?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &first).await?;
+
+    for index in 0..6 {
+        let name = format!("more-{index}");
+        repo.write(&format!("{name}.yaml"), &configmap(None, &name, "1"))?;
+    }
+    let second = repo.commit("six more")?;
+    cluster.emu.faults().inject(
+        Fault::new(FaultEffect::Latency(Duration::from_millis(300)))
+            .verbs(&["patch"])
+            .resources(&["configmaps"]),
+    );
+    instance.request_round(&source);
+    let (reconciling, ready) = eventually("the round's progress on the source", || async {
+        let conditions = conditions(&cluster, &source).await?;
+        let reconciling = find_condition(&conditions, types::RECONCILING).cloned();
+        let ready = find_condition(&conditions, types::READY).cloned();
+        Ok(reconciling
+            .filter(|reconciling| {
+                reconciling.status == "True" && !reconciling.message.contains(" 0/7")
+            })
+            .zip(ready))
+    })
+    .await?;
+    assert!(
+        reconciling.message.contains(&second) && reconciling.message.contains("/7 objects"),
+        "{}",
+        reconciling.message
+    );
+    assert_eq!(ready.status, "False", "{}", ready.message);
+    assert_eq!(ready.reason, reasons::PROGRESSING);
+    let status = cluster.status(&source).await?.unwrap_or_default();
+    assert_eq!(status.observed_commit.as_deref(), Some(first.as_str()));
+
+    cluster.emu.faults().clear();
+    let status = cluster.synced(&instance, &source, &second).await?;
+    assert!(find_condition(&status.conditions, types::RECONCILING).is_none());
+    let ready = find_condition(&status.conditions, types::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", reasons::SUCCEEDED)
+    );
+    instance.stop().await;
+    Ok(())
+}
+
+/// Issue 23 item 9: a ClusterGitTrack in ExcludeNamespaced mode declaring a namespaced object
+/// (refused by the ownership matrix) is Degraded and not Ready; its ClusterRole is applied.
+#[tokio::test]
+async fn objects_refused_by_the_ownership_matrix_leave_the_source_degraded_not_ready()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("reader.yaml", &cluster_role("reader", "pods"))?;
+    repo.write("settings.yaml", &configmap(Some("foo"), "settings", "1"))?;
+    let commit = repo.commit("one of each")?;
+    let instance = cluster
+        .instance(&["--clustergittrack-mode=ExcludeNamespaced"])
+        .await?;
+    let source = cluster
+        .create_cluster_gittrack("platform", &repo, "Flat")
+        .await?;
+    let status = cluster.synced(&instance, &source, &commit).await?;
+    assert!(cluster.exists(&cluster.clusterroles(), "reader").await?);
+    assert!(
+        !cluster
+            .exists(&cluster.configmaps("foo"), "settings")
+            .await?
+    );
+    let degraded = find_condition(&status.conditions, types::DEGRADED).unwrap();
+    assert_eq!(degraded.status, "True");
+    assert_eq!(degraded.reason, reasons::OWNERSHIP_FORBIDDEN);
+    assert!(
+        degraded.message.contains("1 declared object(s) refused"),
+        "{}",
+        degraded.message
+    );
+    let ready = find_condition(&status.conditions, types::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", reasons::OWNERSHIP_FORBIDDEN)
+    );
+    instance.stop().await;
+    Ok(())
+}
+
+/// Issue 23 item 9: after a restart, GetStatus answers from the status on the cluster, even when
+/// the first round changes nothing and so writes no status.
+#[tokio::test]
+async fn get_status_after_a_restart_is_the_status_on_the_cluster() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("settings.yaml", &configmap(None, "settings", "1"))?;
+    let commit = repo.commit("declare it")?;
+    let flags = ["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"];
+    let first = cluster.instance(&flags).await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&first, &source, &commit).await?;
+    first.stop().await;
+
+    let second = cluster.instance(&flags).await?;
+    second.rounds(&source, 1).await;
+    let mut grpc = second.grpc().await?;
+    let answer = grpc
+        .get_status(arbor_proto::v1::GetStatusRequest {
+            source: Some(arbor_proto::v1::SourceRef {
+                kind: arbor_proto::v1::SourceKind::GitTrack.into(),
+                namespace: "foo".into(),
+                name: "apps".into(),
+            }),
+        })
+        .await?
+        .into_inner();
+    assert_eq!(answer.sources[0].observed_commit, commit);
+    assert_eq!(answer.sources[0].counters.unwrap().applied, 1);
+    second.stop().await;
     Ok(())
 }

@@ -224,7 +224,7 @@ async fn reconcile_source<K: SourceKind>(
     let lock = ctx.registry.round_lock(&handle.reference);
     let _round = lock.lock().await;
     // The cached object may be older than the last round's status write.
-    let api = dynamic_api::<K>(&ctx.client, handle.namespace.as_deref());
+    let (api, _) = status::source_api(&ctx.client, &handle.reference);
     let current = match api.get_opt(&source.name_any()).await {
         Ok(Some(current)) => current,
         Ok(None) => {
@@ -247,6 +247,11 @@ async fn reconcile_source<K: SourceKind>(
         }
     };
     let handle = SourceHandle::of(&source, &ctx.settings.keys);
+    // The status on the cluster is the truth the gRPC view starts from (after a restart, before
+    // the first round finishes, and when a round changes nothing).
+    ctx.registry.update(&handle.reference, |record| {
+        record.status = handle.status.clone();
+    });
     if source.meta().deletion_timestamp.is_some() {
         ctx.registry.remove(&handle.reference);
         return Ok(Action::await_change());
@@ -258,18 +263,6 @@ async fn reconcile_source<K: SourceKind>(
     Ok(Action::requeue(
         handle.poll_interval.min(ctx.settings.resync_period),
     ))
-}
-
-/// The dynamic API of the source kind `K` (in `namespace` for GitTracks).
-fn dynamic_api<K: SourceKind>(
-    client: &kube::Client,
-    namespace: Option<&str>,
-) -> Api<DynamicObject> {
-    let resource = api_resource::<K>();
-    match namespace {
-        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    }
 }
 
 /// A source whose spec does not decode: reported (log line, Event, metric), and
@@ -325,7 +318,7 @@ async fn undecodable_source<K: SourceKind>(
     );
     let now = Time(Timestamp::now());
     if let Some(next) = status::next_status(&previous, &report, generation, now) {
-        let api = dynamic_api::<K>(&ctx.client, object.metadata.namespace.as_deref());
+        let (api, resource) = status::source_api(&ctx.client, &reference);
         status::write(&api, &resource, &object.name_any(), &next).await?;
         ctx.registry
             .update(&reference, |record| record.status = next.clone());
@@ -354,16 +347,18 @@ async fn report<K: SourceKind>(
         ctx.metrics.commit_to_applied.observe(latency.as_secs_f64());
     }
     let now = Time(Timestamp::now());
-    let Some(next) = status::next_status(&handle.status, report, handle.generation, now) else {
+    // What the cluster holds now: the progress the round wrote, or the status it started from.
+    let previous = result.in_flight.as_ref().unwrap_or(&handle.status);
+    let Some(next) = status::next_status(previous, report, handle.generation, now) else {
         return Ok(());
     };
     let name = handle.owner_reference.name.clone();
-    let api = dynamic_api::<K>(&ctx.client, handle.namespace.as_deref());
-    status::write(&api, &api_resource::<K>(), &name, &next).await?;
+    let (api, resource) = status::source_api(&ctx.client, &handle.reference);
+    status::write(&api, &resource, &name, &next).await?;
     ctx.registry
         .update(&handle.reference, |record| record.status = next.clone());
     let subject = handle.reference.to_string();
-    for notice in status::notices(&handle.status, &next, report, result.changes()) {
+    for notice in status::notices(previous, &next, report, result.changes()) {
         notice::publish(ctx, &handle.object_ref(), &subject, &notice).await;
     }
     Ok(())

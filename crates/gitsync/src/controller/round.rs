@@ -6,7 +6,7 @@ use std::time::{Instant, SystemTime};
 
 use arbor_api::condition::{ConditionUpdate, reasons};
 use arbor_api::keys::ArborKeys;
-use arbor_api::source::SourceError;
+use arbor_api::source::{GitSourceStatus, SourceError};
 use arbor_policy::layout::DeclaredState;
 use arbor_policy::object::{self, GroupVersionKind, ObjectKey};
 use arbor_policy::ownership::ObjectScope;
@@ -37,6 +37,8 @@ pub struct RoundResult {
     pub deleted: usize,
     /// The commit applied for the first time in this round, with its time.
     pub new_commit: Option<(String, SystemTime)>,
+    /// The status the round wrote while it ran (progress), when it did.
+    pub in_flight: Option<GitSourceStatus>,
 }
 
 impl RoundResult {
@@ -265,8 +267,23 @@ struct Sync<'a> {
     records: BTreeMap<ObjectKey, ObjectRecord>,
     errors: Vec<SourceError>,
     ignored_files: BTreeMap<String, String>,
+    refused: Vec<String>,
+    progress: Option<Progress>,
     result: RoundResult,
 }
+
+/// How far a round that applies a new commit (or generation) has got, written to the source's
+/// status as it goes (see [`super::status::in_progress`]), at most every [`PROGRESS_EVERY`].
+struct Progress {
+    commit: String,
+    total: usize,
+    done: usize,
+    written: Option<Instant>,
+    status: GitSourceStatus,
+}
+
+/// How often a running round writes its progress.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 async fn sync(
     ctx: &Context,
@@ -290,8 +307,19 @@ async fn sync(
         records: BTreeMap::new(),
         errors: parse_errors,
         ignored_files: BTreeMap::new(),
+        refused: Vec::new(),
+        progress: (handle.status.observed_commit.as_deref() != Some(good.commit.as_str())
+            || handle.status.observed_generation != handle.generation)
+            .then(|| Progress {
+                commit: good.commit.clone(),
+                total: state.objects.len(),
+                done: 0,
+                written: None,
+                status: handle.status.clone(),
+            }),
         result: RoundResult::default(),
     };
+    round.report_progress().await;
     let removals: Vec<Tracked> = round
         .tracked
         .values()
@@ -483,6 +511,43 @@ impl Sync<'_> {
         wrote_crd
     }
 
+    /// Writes the progress when it is due; a failed write is logged and the round goes on.
+    async fn report_progress(&mut self) {
+        let Some(progress) = self.progress.as_mut() else {
+            return;
+        };
+        if progress
+            .written
+            .is_some_and(|written| written.elapsed() < PROGRESS_EVERY)
+        {
+            return;
+        }
+        let next = super::status::in_progress(
+            &progress.status,
+            &progress.commit,
+            (progress.done, progress.total),
+            self.handle.generation,
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ),
+        );
+        let (api, resource) = super::status::source_api(&self.ctx.client, &self.handle.reference);
+        let name = &self.handle.owner_reference.name;
+        match super::status::write(&api, &resource, name, &next).await {
+            Ok(()) => {
+                if progress.written.is_none() {
+                    tracing::info!(source = %self.handle.reference, commit = %progress.commit, objects = progress.total, "applying a new commit");
+                }
+                progress.status = next.clone();
+                self.result.in_flight = Some(next);
+            }
+            Err(error) => {
+                tracing::warn!(source = %self.handle.reference, %error, "writing the progress failed");
+            }
+        }
+        progress.written = Some(Instant::now());
+    }
+
     async fn apply_one(&mut self, planned: &PlannedObject) -> bool {
         let mut record = ObjectRecord {
             gvk: planned.gvk.clone(),
@@ -573,6 +638,10 @@ impl Sync<'_> {
             }
         };
         self.records.insert(planned.key.clone(), record);
+        if let Some(progress) = self.progress.as_mut() {
+            progress.done += 1;
+        }
+        self.report_progress().await;
         wrote
     }
 
@@ -599,6 +668,7 @@ impl Sync<'_> {
         for unapplied in &plan.unapplied {
             let (state, message) = match &unapplied.why {
                 Why::Ignored(reason) => {
+                    self.refused.push(reason.clone());
                     let entry = self
                         .ignored_files
                         .entry(unapplied.file.clone())
@@ -760,6 +830,7 @@ impl Sync<'_> {
             counters: Some(counters),
             ignored_files: self.ignored_files,
             errors: self.errors,
+            refused: self.refused,
         });
         result
     }

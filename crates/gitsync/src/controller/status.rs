@@ -8,9 +8,11 @@
 use std::collections::BTreeMap;
 
 use arbor_api::condition::{find_condition, reasons, remove_condition, types};
-use arbor_api::keys::GITSYNC_FIELD_MANAGER;
+use arbor_api::keys::{GITSYNC_FIELD_MANAGER, SourceRef};
 use arbor_api::source::{GitSourceStatus, SourceError};
+use arbor_api::{ClusterGitTrack, GitTrack};
 use arbor_api::{ConditionUpdate, set_condition};
+use arbor_runtime::decode::api_resource;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
@@ -58,6 +60,8 @@ pub struct RoundReport {
     pub counters: Option<Counters>,
     pub ignored_files: BTreeMap<String, String>,
     pub errors: Vec<SourceError>,
+    /// Declared objects the ownership matrix refused, each with the reason.
+    pub refused: Vec<String>,
 }
 
 impl RoundReport {
@@ -69,6 +73,7 @@ impl RoundReport {
             counters: None,
             ignored_files: BTreeMap::new(),
             errors,
+            refused: Vec::new(),
         }
     }
 }
@@ -101,9 +106,36 @@ pub fn next_status(
         .errors
         .iter()
         .find(|error| error.code != super::error::UNMANAGED_OBJECT);
+    let refused = report.refused.first().map(|first| {
+        format!(
+            "{} declared object(s) refused by the ownership matrix, first: {first}",
+            report.refused.len()
+        )
+    });
+    if report.counters.is_some() {
+        match &refused {
+            Some(message) => {
+                set_condition(
+                    conditions,
+                    ConditionUpdate::new(
+                        types::DEGRADED,
+                        true,
+                        reasons::OWNERSHIP_FORBIDDEN,
+                        message.clone(),
+                    )
+                    .observed(generation),
+                    now.clone(),
+                );
+            }
+            None => {
+                remove_condition(conditions, types::DEGRADED);
+            }
+        }
+    }
     let (ready, ready_reason, ready_message) = match &report.outcome {
-        Outcome::Synced => match failing {
-            None => (
+        Outcome::Synced => match (failing, refused) {
+            (None, Some(message)) => (false, reasons::OWNERSHIP_FORBIDDEN, message),
+            (None, None) => (
                 true,
                 reasons::SUCCEEDED,
                 format!(
@@ -111,7 +143,7 @@ pub fn next_status(
                     next.observed_commit.as_deref().unwrap_or("")
                 ),
             ),
-            Some(error) => (
+            (Some(error), _) => (
                 false,
                 if error.code == crate::apply::error::KIND_NOT_SERVED {
                     reasons::KIND_NOT_SERVED
@@ -155,6 +187,51 @@ pub fn next_status(
     }
     next.last_sync_time = Some(now);
     Some(next)
+}
+
+/// The status while a round of `commit` runs: `Reconciling=True` with the progress, and, when
+/// the commit or the generation is new, `Ready=False` until the round finishes (kstatus: Ready
+/// is only ever the finished round of the current commit). The counters and `observedCommit`
+/// stay those of the last finished round.
+pub fn in_progress(
+    previous: &GitSourceStatus,
+    commit: &str,
+    (done, total): (usize, usize),
+    generation: Option<i64>,
+    now: Time,
+) -> GitSourceStatus {
+    let mut next = previous.clone();
+    set_condition(
+        &mut next.conditions,
+        ConditionUpdate::new(
+            types::RECONCILING,
+            true,
+            reasons::PROGRESSING,
+            format!("applying commit {commit}: {done}/{total} objects"),
+        )
+        .observed(generation),
+        now.clone(),
+    );
+    let new_work = previous.observed_commit.as_deref() != Some(commit)
+        || previous.observed_generation != generation;
+    if new_work {
+        set_condition(
+            &mut next.conditions,
+            ConditionUpdate::new(
+                types::READY,
+                false,
+                reasons::PROGRESSING,
+                format!(
+                    "commit {commit} is being applied ({done}/{total} objects); the last \
+                     finished round applied {}",
+                    previous.observed_commit.as_deref().unwrap_or("nothing yet")
+                ),
+            )
+            .observed(generation),
+            now,
+        );
+    }
+    next
 }
 
 /// What a round wrote.
@@ -208,6 +285,24 @@ pub fn notices(
         }
     }
     notices
+}
+
+/// The API of `source`'s kind as dynamic objects (in its namespace for a GitTrack), with the
+/// resource to write its status through.
+pub fn source_api(client: &kube::Client, source: &SourceRef) -> (Api<DynamicObject>, ApiResource) {
+    match source {
+        SourceRef::GitTrack { namespace, .. } => {
+            let resource = api_resource::<GitTrack>();
+            (
+                Api::namespaced_with(client.clone(), namespace, &resource),
+                resource,
+            )
+        }
+        SourceRef::ClusterGitTrack { .. } => {
+            let resource = api_resource::<ClusterGitTrack>();
+            (Api::all_with(client.clone(), &resource), resource)
+        }
+    }
 }
 
 /// Writes `status` onto the source `name` by server-side apply. `api` is the source kind's
@@ -301,6 +396,7 @@ mod tests {
             }),
             ignored_files: BTreeMap::new(),
             errors: Vec::new(),
+            refused: Vec::new(),
         }
     }
 
