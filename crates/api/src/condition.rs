@@ -25,6 +25,9 @@ pub mod types {
     pub const OBJECT_IN_SYNC: &str = "ObjectInSync";
     /// SubNamespace: the namespace to create exists and belongs to someone else.
     pub const CONFLICT: &str = "Conflict";
+    /// GitTrack / ClusterGitTrack: the round finished, but some declared objects were refused
+    /// (the ownership matrix); the others are applied.
+    pub const DEGRADED: &str = "Degraded";
 }
 
 /// Reasons: CamelCase, stable, for machines; the message carries the detail for people.

@@ -70,17 +70,18 @@ fn schema_rejects_a_management_label_without_a_value() {
 }
 
 #[test]
-fn schema_rejects_a_namespace_restriction_with_clustergittracks_including_namespaced_objects() {
-    // gitsync and the webhook refuse --namespace with --clustergittrack-mode=IncludeNamespaced
-    // (arbor-policy's WatchScope::from_flags); the schema says so before a pod crash-loops.
-    let set = ValueSet::new(
-        "namespace with IncludeNamespaced",
-        &[
-            "ownership.namespace=team-a",
-            "ownership.clusterGitTrackMode=IncludeNamespaced",
-        ],
-    );
-    assert_schema_rejects(&set, "ownership.clusterGitTrackMode");
+fn schema_rejects_a_namespace_restriction_with_clustergittracks_served() {
+    // gitsync and the webhook refuse --namespace with any --clustergittrack-mode but Disabled
+    // (arbor-policy's WatchScope::from_flags, as Faros); the schema says so before a pod
+    // crash-loops.
+    for mode in ["IncludeNamespaced", "ExcludeNamespaced"] {
+        let namespace_mode = format!("ownership.clusterGitTrackMode={mode}");
+        let set = ValueSet::new(
+            "namespace with ClusterGitTracks",
+            &["ownership.namespace=team-a", &namespace_mode],
+        );
+        assert_schema_rejects(&set, "ownership.clusterGitTrackMode");
+    }
     let set = ValueSet::new(
         "namespace without GitTracks",
         &[
@@ -99,10 +100,10 @@ fn schema_rejects_a_namespace_restriction_with_clustergittracks_including_namesp
     );
     assert_schema_rejects(&set, "ownership");
     let allowed = ValueSet::new(
-        "namespace with ExcludeNamespaced",
+        "namespace with ClusterGitTracks disabled",
         &[
             "ownership.namespace=team-a",
-            "ownership.clusterGitTrackMode=ExcludeNamespaced",
+            "ownership.clusterGitTrackMode=Disabled",
         ],
     );
     let lint = helm::lint(&allowed.args).expect("helm runs");

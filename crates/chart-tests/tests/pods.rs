@@ -362,7 +362,7 @@ fn gitsync_and_the_webhook_are_restricted_to_a_namespace_only_when_one_is_set() 
         "one namespace",
         &[
             "ownership.namespace=team-a",
-            "ownership.clusterGitTrackMode=ExcludeNamespaced",
+            "ownership.clusterGitTrackMode=Disabled",
         ],
     ));
     for component in ["gitsync", "webhook"] {
@@ -372,7 +372,7 @@ fn gitsync_and_the_webhook_are_restricted_to_a_namespace_only_when_one_is_set() 
             component,
             &[
                 ("--namespace", "team-a"),
-                ("--clustergittrack-mode", "ExcludeNamespaced"),
+                ("--clustergittrack-mode", "Disabled"),
             ],
         );
     }

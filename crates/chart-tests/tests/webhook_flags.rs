@@ -59,7 +59,7 @@ fn every_value_set_gives_the_webhook_flags_it_starts_with() {
             "one namespace",
             &[
                 "ownership.namespace=team-a",
-                "ownership.clusterGitTrackMode=ExcludeNamespaced",
+                "ownership.clusterGitTrackMode=Disabled",
                 "webhook.preventDrift=true",
                 "webhook.driftUnreachable=deny",
             ],
@@ -102,4 +102,40 @@ fn the_webhook_enforces_the_naming_policies_the_chart_configures() {
         policies[0].expanded_for("team-blue").as_deref(),
         Some("^blue-[a-z]+$")
     );
+}
+
+#[test]
+fn the_webhook_refuses_what_the_schema_refuses_for_a_namespace_restriction() {
+    // The schema allows a namespace restriction only with clusterGitTrackMode Disabled
+    // (lint.rs); the webhook, given the rendered flags with any other mode, refuses to start
+    // and names both flags.
+    let config_dir = tempfile::tempdir().expect("a temporary directory");
+    let rendered = render(&ValueSet::new(
+        "one namespace",
+        &[
+            "ownership.namespace=team-a",
+            "ownership.clusterGitTrackMode=Disabled",
+        ],
+    ));
+    let allowed = parse_webhook_args(&rendered, config_dir.path());
+    assert!(allowed.settings().is_ok());
+    for mode in ["IncludeNamespaced", "ExcludeNamespaced"] {
+        let mut args = vec![
+            "arbor-webhook".to_owned(),
+            "--webhook-cert=/tls/tls.crt".to_owned(),
+            "--webhook-key=/tls/tls.key".to_owned(),
+        ];
+        args.extend(["--gittrack-mode", "Enabled", "--namespace", "team-a"].map(str::to_owned));
+        args.push(format!("--clustergittrack-mode={mode}"));
+        let parsed = arbor_webhook::Args::try_parse_from(args).expect("the flags parse");
+        let error = parsed
+            .settings()
+            .expect_err("a namespace restriction with ClusterGitTracks is refused")
+            .to_string();
+        assert!(
+            error.contains("--namespace=team-a")
+                && error.contains(&format!("--clustergittrack-mode={mode}")),
+            "{error}"
+        );
+    }
 }

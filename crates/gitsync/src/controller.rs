@@ -46,6 +46,7 @@ pub mod handle;
 pub mod live;
 pub mod load;
 pub mod metrics;
+pub mod notice;
 pub mod object_status;
 pub mod plan;
 pub mod prune;

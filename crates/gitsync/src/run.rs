@@ -1,10 +1,10 @@
 //! The process: flags → settings → client, admin server, leadership → controllers and the
 //! `SyncService` gRPC server, with graceful shutdown around them.
 //!
-//! Flag combinations that seeds/002 rules out (`--namespace` with `--gittrack-mode=Disabled`, or
-//! with `--clustergittrack-mode=IncludeNamespaced`, which is the default; both modes Disabled)
-//! stop the process before it connects to anything, with the policy's message saying which flag
-//! to set. With leader election on, only the leader runs the controllers; losing the Lease ends
+//! Flag combinations that seeds/002 and Faros rule out (`--namespace` with
+//! `--gittrack-mode=Disabled`, or with any `--clustergittrack-mode` but `Disabled`, the default
+//! being IncludeNamespaced; both modes Disabled) stop the process before it connects to
+//! anything, with the policy's message naming the flags and saying which to set. With leader election on, only the leader runs the controllers; losing the Lease ends
 //! the process with an error so the replica restarts as a candidate.
 
 use std::net::SocketAddr;

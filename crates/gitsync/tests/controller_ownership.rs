@@ -316,6 +316,21 @@ fn namespace_with_the_default_clustergittrack_mode_is_refused_and_says_to_set_th
 }
 
 #[test]
+fn namespace_with_any_clustergittrack_mode_but_disabled_is_refused_naming_both_flags() {
+    // As Faros: --namespace serves the GitTracks of one namespace and no ClusterGitTrack.
+    for mode in ["IncludeNamespaced", "ExcludeNamespaced"] {
+        let mode_flag = format!("--clustergittrack-mode={mode}");
+        let error = settings_error(&["--gittrack-mode=Enabled", "--namespace=foo", &mode_flag]);
+        assert!(
+            error.contains("--namespace=foo")
+                && error.contains(&mode_flag)
+                && error.contains("set --clustergittrack-mode=Disabled"),
+            "{error}"
+        );
+    }
+}
+
+#[test]
 fn namespace_without_gittracks_and_nothing_watched_are_refused() {
     let error = settings_error(&["--clustergittrack-mode=Disabled", "--namespace=foo"]);
     assert!(error.contains("--gittrack-mode=Enabled"), "{error}");

@@ -122,14 +122,15 @@ fn row_1_with_row_a_watches_everything() {
 }
 
 #[test]
-fn row_2_with_row_b_watches_foo_and_cluster_scoped_sources() {
+fn row_2_with_row_c_watches_foo_only() {
+    // Rows 2 and B together are refused (see below): a namespaced instance serves no
+    // ClusterGitTrack, as in Faros.
     let instance = scope(
         GitTrackMode::Enabled,
-        ClusterGitTrackMode::ExcludeNamespaced,
+        ClusterGitTrackMode::Disabled,
         only("foo"),
     );
-    assert_eq!(columns(instance.watches()), [Y, Y, N, N, Y, Y]);
-    // ClusterGitTracks own no GitTrackObjects here, so the GitTrackObject watch stays in foo.
+    assert_eq!(columns(instance.watches()), [Y, Y, N, N, N, N]);
     assert_eq!(
         instance.watches().gittrack_objects(),
         NamespaceScope::Only("foo".into())
@@ -169,24 +170,34 @@ fn namespace_flag_is_for_use_with_gittrack_mode_enabled() {
 }
 
 #[test]
-fn namespace_flag_conflicts_with_includenamespaced() {
-    let error = WatchScope::from_flags(
-        GitTrackMode::Enabled,
+fn namespace_flag_is_refused_with_every_clustergittrack_mode_but_disabled() {
+    for mode in [
         ClusterGitTrackMode::IncludeNamespaced,
+        ClusterGitTrackMode::ExcludeNamespaced,
+    ] {
+        let error = WatchScope::from_flags(GitTrackMode::Enabled, mode, only("foo")).unwrap_err();
+        assert_eq!(
+            error,
+            FlagError::NamespaceWithClusterGitTracks {
+                namespace: "foo".into(),
+                mode,
+            }
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains(&format!("--clustergittrack-mode={mode}"))
+                && message.contains("--namespace=foo")
+                && message.contains("set --clustergittrack-mode=Disabled"),
+            "{message}"
+        );
+    }
+    let allowed = WatchScope::from_flags(
+        GitTrackMode::Enabled,
+        ClusterGitTrackMode::Disabled,
         only("foo"),
     )
-    .unwrap_err();
-    assert_eq!(
-        error,
-        FlagError::NamespaceWithClusterGitTracksIncludingNamespaced {
-            namespace: "foo".into()
-        }
-    );
-    let message = error.to_string();
-    assert!(
-        message.contains("--clustergittrack-mode=ExcludeNamespaced or Disabled"),
-        "{message}"
-    );
+    .unwrap();
+    assert!(!allowed.watches().cluster_gittracks);
 }
 
 #[test]

@@ -3,7 +3,10 @@
 //! The wiring that every Arbor binary shares, so that each `main.rs` only parses its own flags
 //! and hands a [`Runtime`]-built context to its controller:
 //!
+//! - [`api_error`]: API server errors rendered as kube-apiserver's Status message;
 //! - [`component`]: the start-up sequence of a controller process, built on the rest;
+//! - [`decode`]: watching a kind as dynamic objects and decoding each one, so that one object
+//!   of the wrong shape is reported and skipped instead of stopping the kind's watch;
 //! - [`discovery`]: which API resource serves a kind, cached, for dynamic objects;
 //! - [`flags`]: the common command-line flags (each with an environment variable);
 //! - [`telemetry`]: tracing output as text or JSON;
@@ -19,8 +22,10 @@
 //! Nothing here knows about Arbor's resources; the controllers bring those.
 
 pub mod admin;
+pub mod api_error;
 pub mod client;
 pub mod component;
+pub mod decode;
 pub mod discovery;
 pub mod flags;
 pub mod grpc;

@@ -197,6 +197,46 @@ pub async fn install_crds(client: &Client, timeout: Duration) -> Result<(), Erro
     Ok(())
 }
 
+/// Replaces the schema of every version of the installed CRD `name` (e.g.
+/// `gittracks.arbor.dev`) with one that keeps any `spec` and `status`.
+///
+/// Tests of "one bad object never stops a kind" need an object the API server stores but the
+/// controller's Rust type cannot read. A real API server stores such objects whenever the
+/// CRD's schema allows them: a CRD installed by an older or hand-edited chart, a version served
+/// without structural constraints, a field inside `x-kubernetes-preserve-unknown-fields`. This
+/// stands in for all of them without relying on the emulator being lenient about a schema.
+pub async fn loosen_crd_schema(client: &Client, name: &str) -> Result<(), Error> {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    let mut crd = api
+        .get(name)
+        .await
+        .map_err(Error::kube(format!("reading the CRD {name}")))?;
+    let loose: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps =
+        serde_json::from_value(serde_json::json!({
+            "type": "object",
+            "properties": {
+                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            },
+        }))
+        .map_err(|error| Error::Invalid {
+            what: format!("the loose schema of {name}"),
+            message: error.to_string(),
+        })?;
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version.schema.as_mut() {
+            schema.open_api_v3_schema = Some(loose.clone());
+        }
+        // Printer columns may point into the old schema.
+        version.additional_printer_columns = None;
+    }
+    crd.metadata.managed_fields = None;
+    api.replace(name, &kube::api::PostParams::default(), &crd)
+        .await
+        .map_err(Error::kube(format!("loosening the CRD {name}")))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

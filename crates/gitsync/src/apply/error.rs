@@ -2,6 +2,7 @@
 //! source's status can report it beside the parse errors (`docs/error-codes.md`).
 
 use arbor_policy::object::GroupVersionKind;
+use arbor_runtime::api_error::Rendered;
 
 /// Code: the cluster does not serve a declared kind.
 pub const KIND_NOT_SERVED: &str = "ARB3003";
@@ -15,13 +16,13 @@ pub const DISCOVERY_FAILED: &str = "ARB3008";
 pub enum ApplyError {
     #[error("the cluster does not serve {gvk}")]
     KindNotServed { gvk: GroupVersionKind },
-    #[error("discovering {gvk}: {source}")]
+    #[error("discovering {gvk}: {}", Rendered(&**source))]
     Discovery {
         gvk: GroupVersionKind,
         #[source]
         source: Box<kube::Error>,
     },
-    #[error("{verb} {object}: {source}")]
+    #[error("{verb} {object}: {}", Rendered(&**source))]
     Write {
         verb: &'static str,
         object: String,

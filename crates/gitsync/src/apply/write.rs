@@ -114,6 +114,13 @@ impl Applier {
             }
             (Action::Delete, _, Some(live)) => {
                 self.delete(&served, target, live).await?;
+                // Every deletion is in the log, whoever asked for it (prune, finalizer).
+                tracing::info!(
+                    object = %describe(target),
+                    row = decision.row.number(),
+                    "deleted: {}",
+                    decision.row.reason()
+                );
                 Ok(Outcome {
                     decision,
                     live: None,

@@ -445,12 +445,8 @@ impl<K: SourceKind> Progress<'_, K> {
         if next == self.written {
             return Ok(());
         }
-        status::write(
-            &K::api(self.ctx.client.clone(), self.handle),
-            &self.source.name_any(),
-            &next,
-        )
-        .await?;
+        let (api, resource) = status::source_api(&self.ctx.client, &self.handle.reference);
+        status::write(&api, &resource, &self.source.name_any(), &next).await?;
         self.written = next;
         Ok(())
     }

@@ -1,5 +1,7 @@
 //! Errors of the controllers, each with the stable code reported on the source's status.
 
+use arbor_runtime::api_error::Rendered;
+
 use crate::apply::ApplyError;
 use crate::fetch::{CheckoutError, FetchError};
 
@@ -48,7 +50,7 @@ pub enum ControllerError {
     Secret { secret: String, problem: String },
     #[error(transparent)]
     Apply(#[from] Box<ApplyError>),
-    #[error("{verb} {object}: {source}")]
+    #[error("{verb} {object}: {}", Rendered(&**source))]
     Kube {
         verb: &'static str,
         object: String,

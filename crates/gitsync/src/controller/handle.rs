@@ -10,6 +10,7 @@ use arbor_api::keys::{ArborKeys, Keys, SourceRef};
 use arbor_api::source::{AuthType, DeletionPolicy, GitSourceStatus, Layout, Revision};
 use arbor_api::{FieldError, GitSource};
 use arbor_policy::ownership::Owner;
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
 
@@ -124,6 +125,13 @@ impl SourceHandle {
             spec_errors,
             reference,
         }
+    }
+}
+
+impl SourceHandle {
+    /// The source, for Events about it.
+    pub fn object_ref(&self) -> ObjectReference {
+        super::notice::regarding_source(&self.reference, &self.uid)
     }
 }
 

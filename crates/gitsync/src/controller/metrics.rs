@@ -1,5 +1,6 @@
 //! Prometheus metrics of the gitsync controllers (registered under `arbor_gitsync_`).
 
+use arbor_runtime::decode::DecodeFailures;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -31,6 +32,8 @@ pub struct Metrics {
     pub commit_to_applied: Histogram,
     /// Errors by stable code.
     pub errors: Family<ErrorLabels, Counter>,
+    /// Sources and tracking objects skipped because they do not decode.
+    pub undecodable: DecodeFailures,
 }
 
 impl Default for Metrics {
@@ -40,6 +43,7 @@ impl Default for Metrics {
             sync_duration: Histogram::new(exponential_buckets(0.005, 2.0, 16)),
             commit_to_applied: Histogram::new(exponential_buckets(0.05, 2.0, 16)),
             errors: Family::default(),
+            undecodable: DecodeFailures::default(),
         }
     }
 }
@@ -64,6 +68,10 @@ impl Metrics {
             metrics.commit_to_applied.clone(),
         );
         registry.register("errors", "Sync errors by code", metrics.errors.clone());
+        let metrics = Self {
+            undecodable: DecodeFailures::register(registry),
+            ..metrics
+        };
         metrics
     }
 

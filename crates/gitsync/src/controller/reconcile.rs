@@ -7,12 +7,16 @@ use std::time::Duration;
 
 use arbor_api::condition::reasons;
 use arbor_api::keys::{ArborKeys, GITSYNC_FINALIZER, SourceRef};
+use arbor_api::source::{
+    GitSourceSpec, GitSourceStatus, NamespacedSecretRef, SecretRef, SourceError,
+};
 use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, GitSource, GitTrack, GitTrackObject};
 use arbor_policy::ownership::NamespaceScope;
+use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened, object_name};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
@@ -29,8 +33,9 @@ use super::Context;
 use super::deletion;
 use super::error::ControllerError;
 use super::handle::SourceHandle;
+use super::notice;
 use super::round::{self, RoundResult};
-use super::status::{self, Outcome};
+use super::status::{self, Outcome, RoundReport};
 use super::tracking::{self, TrackingKind};
 
 /// How soon a failed reconcile is retried.
@@ -51,23 +56,38 @@ pub trait SourceKind:
     + Sync
     + 'static
 {
-    /// The API to write the status of `handle` through.
+    /// The source spec its `spec` flattens, to name the field that does not decode.
+    type Spec: DeserializeOwned;
+
+    fn decode(object: &DynamicObject) -> Result<Self, DecodeError> {
+        decode_flattened::<Self, Self::Spec>(object)
+    }
+
+    /// The typed API of the source `handle` names.
     fn api(client: kube::Client, handle: &SourceHandle) -> Api<Self>;
 }
 
 impl SourceKind for GitTrack {
+    type Spec = GitSourceSpec<SecretRef>;
+
     fn api(client: kube::Client, handle: &SourceHandle) -> Api<Self> {
         Api::namespaced(client, handle.namespace.as_deref().unwrap_or_default())
     }
 }
 
 impl SourceKind for ClusterGitTrack {
+    type Spec = GitSourceSpec<NamespacedSecretRef>;
+
     fn api(client: kube::Client, _handle: &SourceHandle) -> Api<Self> {
         Api::all(client)
     }
 }
 
 /// Starts the controllers this instance's scope asks for; they stop when `token` is cancelled.
+///
+/// Every kind is watched as dynamic objects and each object decoded when it is reconciled
+/// ([`arbor_runtime::decode`]): a source or tracking object of the wrong shape is reported and
+/// skipped, and the others of its kind are reconciled as usual.
 pub fn spawn(
     ctx: Context,
     triggers: mpsc::UnboundedReceiver<SourceRef>,
@@ -85,7 +105,7 @@ pub fn spawn(
     ))];
 
     if let Some(api) = scoped_api::<GitTrack>(&ctx.client, &watches.gittracks) {
-        tasks.push(tokio::spawn(run_sources(
+        tasks.push(tokio::spawn(run_sources::<GitTrack>(
             api,
             ctx.clone(),
             gittrack_requests,
@@ -93,40 +113,56 @@ pub fn spawn(
         )));
     }
     if watches.cluster_gittracks {
-        let api = Api::<ClusterGitTrack>::all(ctx.client.clone());
-        tasks.push(tokio::spawn(run_sources(
+        let api = scoped_api::<ClusterGitTrack>(&ctx.client, &NamespaceScope::AllNamespaces);
+        tasks.extend(api.map(|api| {
+            tokio::spawn(run_sources::<ClusterGitTrack>(
+                api,
+                ctx.clone(),
+                cluster_requests,
+                token.clone(),
+            ))
+        }));
+    }
+    if let Some(api) = scoped_api::<GitTrackObject>(&ctx.client, &watches.gittrack_objects()) {
+        tasks.push(tokio::spawn(run_tracking::<GitTrackObject>(
             api,
             ctx.clone(),
-            cluster_requests,
             token.clone(),
         )));
     }
-    if let Some(api) = scoped_api::<GitTrackObject>(&ctx.client, &watches.gittrack_objects()) {
-        tasks.push(tokio::spawn(run_tracking(api, ctx.clone(), token.clone())));
-    }
     if watches.cluster_gittrack_objects {
-        let api = Api::<ClusterGitTrackObject>::all(ctx.client.clone());
-        tasks.push(tokio::spawn(run_tracking(api, ctx.clone(), token.clone())));
+        let api = scoped_api::<ClusterGitTrackObject>(&ctx.client, &NamespaceScope::AllNamespaces);
+        tasks.extend(api.map(|api| {
+            tokio::spawn(run_tracking::<ClusterGitTrackObject>(
+                api,
+                ctx.clone(),
+                token.clone(),
+            ))
+        }));
     }
     tasks
 }
 
-fn scoped_api<K>(client: &kube::Client, scope: &NamespaceScope) -> Option<Api<K>>
+/// The dynamic API of `K` in `scope` (any scope is all objects for cluster-scoped kinds).
+fn scoped_api<K>(client: &kube::Client, scope: &NamespaceScope) -> Option<Api<DynamicObject>>
 where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+    K: Resource<DynamicType = ()>,
 {
+    let resource = api_resource::<K>();
     match scope {
         NamespaceScope::Nowhere => None,
-        NamespaceScope::AllNamespaces => Some(Api::all(client.clone())),
-        NamespaceScope::Only(namespace) => Some(Api::namespaced(client.clone(), namespace)),
+        NamespaceScope::AllNamespaces => Some(Api::all_with(client.clone(), &resource)),
+        NamespaceScope::Only(namespace) => {
+            Some(Api::namespaced_with(client.clone(), namespace, &resource))
+        }
     }
 }
 
 /// Sends each round request to the controller of its kind.
 async fn route_triggers(
     mut triggers: mpsc::UnboundedReceiver<SourceRef>,
-    gittracks: mpsc::UnboundedSender<ObjectRef<GitTrack>>,
-    cluster_gittracks: mpsc::UnboundedSender<ObjectRef<ClusterGitTrack>>,
+    gittracks: mpsc::UnboundedSender<SourceRef>,
+    cluster_gittracks: mpsc::UnboundedSender<SourceRef>,
     token: CancellationToken,
 ) {
     loop {
@@ -135,30 +171,23 @@ async fn route_triggers(
             () = token.cancelled() => None,
         };
         let Some(source) = source else { break };
-        // A closed channel means that kind is not watched here: nothing to trigger.
-        let _ = match source {
-            SourceRef::GitTrack { namespace, name } => gittracks
-                .send(ObjectRef::new(&name).within(&namespace))
-                .map_err(drop),
-            SourceRef::ClusterGitTrack { name } => cluster_triggers_send(&cluster_gittracks, &name),
+        let sender = match &source {
+            SourceRef::GitTrack { .. } => &gittracks,
+            SourceRef::ClusterGitTrack { .. } => &cluster_gittracks,
         };
+        // A closed channel means that kind is not watched here: nothing to trigger.
+        let _ = sender.send(source);
     }
 }
 
-fn cluster_triggers_send(
-    sender: &mpsc::UnboundedSender<ObjectRef<ClusterGitTrack>>,
-    name: &str,
-) -> Result<(), ()> {
-    sender.send(ObjectRef::new(name)).map_err(drop)
-}
-
 async fn run_sources<K: SourceKind>(
-    api: Api<K>,
+    api: Api<DynamicObject>,
     ctx: Arc<Context>,
-    requests: mpsc::UnboundedReceiver<ObjectRef<K>>,
+    requests: mpsc::UnboundedReceiver<SourceRef>,
     token: CancellationToken,
 ) {
-    let controller = Controller::new(api, watcher::Config::default());
+    let resource = api_resource::<K>();
+    let controller = Controller::new_with(api, watcher::Config::default(), resource.clone());
     // Requests (TriggerSync, ReportDrift, a tracking object deleted by hand) run the same
     // reconcile on the controller's cached object; the per-source round lock keeps them from
     // overlapping with the controller's own rounds.
@@ -174,10 +203,18 @@ async fn run_sources<K: SourceKind>(
                     () = token.cancelled() => None,
                 };
                 let Some(request) = request else { break };
-                if let Some(source) = store.get(&request)
-                    && let Err(error) = reconcile_source(source, ctx.clone()).await
+                let key = match &request {
+                    SourceRef::GitTrack { namespace, name } => {
+                        ObjectRef::new_with(name, resource.clone()).within(namespace)
+                    }
+                    SourceRef::ClusterGitTrack { name } => {
+                        ObjectRef::new_with(name, resource.clone())
+                    }
+                };
+                if let Some(source) = store.get(&key)
+                    && let Err(error) = reconcile_source::<K>(source, ctx.clone()).await
                 {
-                    tracing::warn!(%error, "requested round failed");
+                    tracing::warn!(source = %request, %error, "requested round failed");
                 }
             }
         })
@@ -191,21 +228,23 @@ async fn run_sources<K: SourceKind>(
 }
 
 async fn reconcile_source<K: SourceKind>(
-    source: Arc<K>,
+    object: Arc<DynamicObject>,
     ctx: Arc<Context>,
 ) -> Result<Action, ControllerError> {
-    let handle = SourceHandle::of(source.as_ref(), &ctx.settings.keys);
+    let source = match K::decode(&object) {
+        Ok(source) => source,
+        Err(error) => {
+            undecodable_source::<K>(&ctx, &object, &error).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let handle = SourceHandle::of(&source, &ctx.settings.keys);
     let lock = ctx.registry.round_lock(&handle.reference);
     let _round = lock.lock().await;
     // The cached object may be older than the last round's status write.
-    let (current, handle) = match K::api(ctx.client.clone(), &handle)
-        .get_opt(&source.name_any())
-        .await
-    {
-        Ok(Some(current)) => {
-            let handle = SourceHandle::of(&current, &ctx.settings.keys);
-            (current, handle)
-        }
+    let (api, _) = status::source_api(&ctx.client, &handle.reference);
+    let current = match api.get_opt(&source.name_any()).await {
+        Ok(Some(current)) => current,
         Ok(None) => {
             ctx.registry.remove(&handle.reference);
             return Ok(Action::await_change());
@@ -218,16 +257,29 @@ async fn reconcile_source<K: SourceKind>(
             ));
         }
     };
-    if current.meta().deletion_timestamp.is_some() {
-        return deletion::run(&ctx, &current, &handle).await;
+    let source = match K::decode(&current) {
+        Ok(source) => source,
+        Err(error) => {
+            undecodable_source::<K>(&ctx, &current, &error).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let handle = SourceHandle::of(&source, &ctx.settings.keys);
+    // The status on the cluster is the truth the gRPC view starts from (after a restart, before
+    // the first round finishes, and when a round changes nothing).
+    ctx.registry.update(&handle.reference, |record| {
+        record.status = handle.status.clone();
+    });
+    if source.meta().deletion_timestamp.is_some() {
+        return deletion::run(&ctx, &source, &handle).await;
     }
-    deletion::ensure_finalizer(&ctx, &current, &handle).await?;
+    deletion::ensure_finalizer(&ctx, &source, &handle).await?;
     let result = round::run(&ctx, &handle).await;
-    let written = report(&ctx, source.as_ref(), &handle, &result).await;
+    let written = report::<K>(&ctx, &handle, &result).await;
     ctx.registry.round_finished(&handle.reference);
     written?;
     if result.allowance_used {
-        consume_allowance(&ctx, &current, &handle).await?;
+        consume_allowance(&ctx, &source, &handle).await?;
     }
     Ok(Action::requeue(
         handle.poll_interval.min(ctx.settings.resync_period),
@@ -275,10 +327,71 @@ async fn consume_allowance<K: SourceKind>(
     Ok(())
 }
 
-/// Writes the status, publishes Events and records the latency of a new commit.
+/// A source whose spec does not decode: reported (log line, Event, metric), and
+/// `Ready=False`/`Stalled=True` with reason `InvalidSpec` and the field path, written once per
+/// generation. Nothing of it is synced; what it applied before stays as it is.
+async fn undecodable_source<K: SourceKind>(
+    ctx: &Context,
+    object: &DynamicObject,
+    error: &DecodeError,
+) -> Result<(), ControllerError> {
+    let resource = api_resource::<K>();
+    let reference = match object.metadata.namespace.clone() {
+        Some(namespace) => SourceRef::GitTrack {
+            namespace,
+            name: object.name_any(),
+        },
+        None => SourceRef::ClusterGitTrack {
+            name: object.name_any(),
+        },
+    };
+    let generation = object.metadata.generation;
+    let first_report = ctx.registry.update(&reference, |record| {
+        let first = record.undecodable_generation != generation || generation.is_none();
+        record.undecodable_generation = generation;
+        record.good = None;
+        record.objects.clear();
+        first
+    });
+    if first_report {
+        ctx.metrics
+            .undecodable
+            .report(&ctx.recorder, &resource, object, error)
+            .await;
+    }
+    // The status may still read: keep what it says beyond the conditions.
+    let previous: GitSourceStatus = object
+        .data
+        .get("status")
+        .and_then(|status| serde_json::from_value(status.clone()).ok())
+        .unwrap_or_default();
+    let message = format!("{}: {}", error.path, error.message);
+    let report = RoundReport::stopped(
+        Outcome::Stalled {
+            reason: reasons::INVALID_SPEC,
+            message: message.clone(),
+        },
+        vec![SourceError {
+            code: super::error::INVALID_SPEC.to_owned(),
+            file: None,
+            object: Some(reference.to_string()),
+            message,
+        }],
+    );
+    let now = Time(Timestamp::now());
+    if let Some(next) = status::next_status(&previous, &report, generation, now) {
+        let (api, resource) = status::source_api(&ctx.client, &reference);
+        status::write(&api, &resource, &object.name_any(), &next).await?;
+        ctx.registry
+            .update(&reference, |record| record.status = next.clone());
+    }
+    Ok(())
+}
+
+/// Writes the status, announces what changed (log line and Event) and records the latency of a
+/// new commit.
 async fn report<K: SourceKind>(
     ctx: &Context,
-    source: &K,
     handle: &SourceHandle,
     result: &RoundResult,
 ) -> Result<(), ControllerError> {
@@ -296,45 +409,26 @@ async fn report<K: SourceKind>(
         ctx.metrics.commit_to_applied.observe(latency.as_secs_f64());
     }
     let now = Time(Timestamp::now());
-    let Some(next) = status::next_status(&handle.status, report, handle.generation, now) else {
+    // What the cluster holds now: the progress the round wrote, or the status it started from.
+    let previous = result.in_flight.as_ref().unwrap_or(&handle.status);
+    let Some(next) = status::next_status(previous, report, handle.generation, now) else {
         return Ok(());
     };
-    status::write(
-        &K::api(ctx.client.clone(), handle),
-        &source.name_any(),
-        &next,
-    )
-    .await?;
+    let name = handle.owner_reference.name.clone();
+    let (api, resource) = status::source_api(&ctx.client, &handle.reference);
+    status::write(&api, &resource, &name, &next).await?;
     ctx.registry
         .update(&handle.reference, |record| record.status = next.clone());
-    let event = match &report.outcome {
-        Outcome::Synced if result.created + result.updated + result.deleted > 0 => Some(Event {
-            type_: EventType::Normal,
-            reason: "Synced".into(),
-            note: Some(format!(
-                "commit {}: {} created, {} updated, {} pruned",
-                report.commit.as_deref().unwrap_or(""),
-                result.created,
-                result.updated,
-                result.deleted
-            )),
-            action: "Sync".into(),
-            secondary: None,
-        }),
-        Outcome::Synced | Outcome::Suspended => None,
-        Outcome::Stalled { reason, message } | Outcome::Failed { reason, message } => Some(Event {
-            type_: EventType::Warning,
-            reason: (*reason).to_owned(),
-            note: Some(message.chars().take(1000).collect()),
-            action: "Sync".into(),
-            secondary: None,
-        }),
-    };
+    let subject = handle.reference.to_string();
+    for notice in status::notices(previous, &next, report, result.changes()) {
+        notice::publish(ctx, &handle.object_ref(), &subject, &notice).await;
+    }
     let conflicts = report
         .errors
         .iter()
-        .filter(|error| error.code == super::error::MANAGEMENT_CONFLICT)
-        .map(|error| Event {
+        .filter(|error| error.code == super::error::MANAGEMENT_CONFLICT);
+    for error in conflicts {
+        let event = Event {
             type_: EventType::Warning,
             reason: reasons::MANAGEMENT_CONFLICT.into(),
             note: Some(
@@ -349,9 +443,8 @@ async fn report<K: SourceKind>(
             ),
             action: "Sync".into(),
             secondary: None,
-        });
-    for event in event.into_iter().chain(conflicts) {
-        if let Err(error) = ctx.recorder.publish(&event, &source.object_ref(&())).await {
+        };
+        if let Err(error) = ctx.recorder.publish(&event, &handle.object_ref()).await {
             tracing::warn!(%error, source = %handle.reference, "cannot publish an event");
         }
     }
@@ -359,16 +452,16 @@ async fn report<K: SourceKind>(
 }
 
 fn retry_source<K: SourceKind>(
-    source: Arc<K>,
+    source: Arc<DynamicObject>,
     error: &ControllerError,
     ctx: Arc<Context>,
 ) -> Action {
-    tracing::warn!(source = %source.name_any(), %error, "reconcile failed");
+    tracing::warn!(kind = %K::kind(&()), source = %object_name(&source), %error, "reconcile failed");
     ctx.metrics.count_error(error.code());
     Action::requeue(RETRY)
 }
 
-async fn run_tracking<K>(api: Api<K>, ctx: Arc<Context>, token: CancellationToken)
+async fn run_tracking<K>(api: Api<DynamicObject>, ctx: Arc<Context>, token: CancellationToken)
 where
     K: TrackingKind + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
@@ -376,7 +469,7 @@ where
     // Terminating at once, and unbounded, each would open its own requests to the API server
     // together (sockets, and the server's patience, run out before any finishes). A bounded
     // pool works through them steadily.
-    Controller::new(api, watcher::Config::default())
+    Controller::new_with(api, watcher::Config::default(), api_resource::<K>())
         .with_config(controller::Config::default().concurrency(FINALIZER_CONCURRENCY))
         .graceful_shutdown_on(token.cancelled_owned())
         .run(reconcile_tracking::<K>, retry_tracking::<K>, ctx)
@@ -384,16 +477,31 @@ where
         .await;
 }
 
-async fn reconcile_tracking<K>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, ControllerError>
+async fn reconcile_tracking<K>(
+    object: Arc<DynamicObject>,
+    ctx: Arc<Context>,
+) -> Result<Action, ControllerError>
 where
     K: TrackingKind + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     let finalizing = object.meta().deletion_timestamp.is_some()
         && object.finalizers().iter().any(|f| f == GITSYNC_FINALIZER);
-    if finalizing
-        && tracking::watched_owner(&ctx, object.as_ref())
-        && !tracking::finalize(&ctx, object.as_ref()).await?
-    {
+    if !finalizing {
+        return Ok(Action::await_change());
+    }
+    // A tracking object that does not decode cannot say what it tracks: its finalizer stays
+    // (nothing is deleted on a guess) and it is reported until someone repairs or removes it.
+    let tracking = match tracking::decode_tracking::<K>(&object) {
+        Ok(tracking) => tracking,
+        Err(error) => {
+            ctx.metrics
+                .undecodable
+                .report(&ctx.recorder, &api_resource::<K>(), &object, &error)
+                .await;
+            return Ok(Action::await_change());
+        }
+    };
+    if tracking::watched_owner(&ctx, &tracking) && !tracking::finalize(&ctx, &tracking).await? {
         // Left to its source's deletion; look again in case that never comes.
         return Ok(Action::requeue(LEFT_TO_SOURCE));
     }
@@ -401,11 +509,11 @@ where
 }
 
 fn retry_tracking<K: TrackingKind>(
-    object: Arc<K>,
+    object: Arc<DynamicObject>,
     error: &ControllerError,
     ctx: Arc<Context>,
 ) -> Action {
-    tracing::warn!(object = %object.name_any(), %error, "finalizer failed");
+    tracing::warn!(kind = %K::kind(&()), object = %object_name(&object), %error, "finalizer failed");
     ctx.metrics.count_error(error.code());
     Action::requeue(RETRY)
 }

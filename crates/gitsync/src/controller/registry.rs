@@ -93,6 +93,8 @@ pub struct SourceRecord {
     pub generation: Option<i64>,
     /// A full round was asked for (TriggerSync, ReportDrift, a tracking object deleted).
     pub full_round_requested: bool,
+    /// The generation of the source last reported as not decoding.
+    pub undecodable_generation: Option<i64>,
 }
 
 /// The shared registry.

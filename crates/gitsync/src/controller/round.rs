@@ -6,7 +6,7 @@ use std::time::{Instant, SystemTime};
 
 use arbor_api::condition::{ConditionUpdate, reasons};
 use arbor_api::keys::ArborKeys;
-use arbor_api::source::{PruneWindowStatus, SourceError};
+use arbor_api::source::{GitSourceStatus, PruneWindowStatus, SourceError};
 use arbor_policy::layout::DeclaredState;
 use arbor_policy::object::{self, GroupVersionKind, ObjectKey};
 use arbor_policy::ownership::ObjectScope;
@@ -20,10 +20,11 @@ use super::error::{self, ControllerError};
 use super::handle::SourceHandle;
 use super::live::Snapshot;
 use super::load::{self, LoadRequest};
+use super::notice;
 use super::object_status::{self, Attempt, in_sync_condition};
 use super::plan::{Part, Plan, PlannedObject, Planner, Why, crd_kinds, is_crd};
 use super::registry::{GoodState, ObjectRecord, ObjectState};
-use super::status::{Counters, Outcome, RoundReport};
+use super::status::{Changes, Counters, Outcome, RoundReport};
 use super::tracking::{self, Tracked};
 use crate::apply::{ApplyError, ServedKind, Target};
 
@@ -40,9 +41,20 @@ pub struct RoundResult {
     /// The round deleted more than the budget because of the allow-mass-prune annotation,
     /// which is therefore spent.
     pub allowance_used: bool,
+    /// The status the round wrote while it ran (progress), when it did.
+    pub in_flight: Option<GitSourceStatus>,
 }
 
 impl RoundResult {
+    /// Objects created, updated and deleted.
+    pub fn changes(&self) -> Changes {
+        Changes {
+            created: self.created,
+            updated: self.updated,
+            deleted: self.deleted,
+        }
+    }
+
     fn stopped(outcome: Outcome, errors: Vec<SourceError>) -> Self {
         Self {
             report: Some(RoundReport::stopped(outcome, errors)),
@@ -285,10 +297,25 @@ struct Sync<'a> {
     records: BTreeMap<ObjectKey, ObjectRecord>,
     errors: Vec<SourceError>,
     ignored_files: BTreeMap<String, String>,
+    refused: Vec<String>,
+    progress: Option<Progress>,
     result: RoundResult,
     /// The mass-prune window to store, when the round judged one.
     prune_window: Option<PruneWindowStatus>,
 }
+
+/// How far a round that applies a new commit (or generation) has got, written to the source's
+/// status as it goes (see [`super::status::in_progress`]), at most every [`PROGRESS_EVERY`].
+struct Progress {
+    commit: String,
+    total: usize,
+    done: usize,
+    written: Option<Instant>,
+    status: GitSourceStatus,
+}
+
+/// How often a running round writes its progress.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 async fn sync(
     ctx: &Context,
@@ -314,9 +341,20 @@ async fn sync(
         records: BTreeMap::new(),
         errors: parse_errors,
         ignored_files: BTreeMap::new(),
+        refused: Vec::new(),
+        progress: (handle.status.observed_commit.as_deref() != Some(good.commit.as_str())
+            || handle.status.observed_generation != handle.generation)
+            .then(|| Progress {
+                commit: good.commit.clone(),
+                total: state.objects.len(),
+                done: 0,
+                written: None,
+                status: handle.status.clone(),
+            }),
         result: RoundResult::default(),
         prune_window: None,
     };
+    round.report_progress().await;
     let removals: Vec<Tracked> = round
         .tracked
         .values()
@@ -522,6 +560,43 @@ impl Sync<'_> {
         wrote_crd
     }
 
+    /// Writes the progress when it is due; a failed write is logged and the round goes on.
+    async fn report_progress(&mut self) {
+        let Some(progress) = self.progress.as_mut() else {
+            return;
+        };
+        if progress
+            .written
+            .is_some_and(|written| written.elapsed() < PROGRESS_EVERY)
+        {
+            return;
+        }
+        let next = super::status::in_progress(
+            &progress.status,
+            &progress.commit,
+            (progress.done, progress.total),
+            self.handle.generation,
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ),
+        );
+        let (api, resource) = super::status::source_api(&self.ctx.client, &self.handle.reference);
+        let name = &self.handle.owner_reference.name;
+        match super::status::write(&api, &resource, name, &next).await {
+            Ok(()) => {
+                if progress.written.is_none() {
+                    tracing::info!(source = %self.handle.reference, commit = %progress.commit, objects = progress.total, "applying a new commit");
+                }
+                progress.status = next.clone();
+                self.result.in_flight = Some(next);
+            }
+            Err(error) => {
+                tracing::warn!(source = %self.handle.reference, %error, "writing the progress failed");
+            }
+        }
+        progress.written = Some(Instant::now());
+    }
+
     async fn apply_one(&mut self, planned: &PlannedObject) -> bool {
         let mut record = ObjectRecord {
             gvk: planned.gvk.clone(),
@@ -632,6 +707,10 @@ impl Sync<'_> {
             }
         };
         self.records.insert(planned.key.clone(), record);
+        if let Some(progress) = self.progress.as_mut() {
+            progress.done += 1;
+        }
+        self.report_progress().await;
         wrote
     }
 
@@ -672,6 +751,7 @@ impl Sync<'_> {
         for unapplied in &plan.unapplied {
             let (state, message) = match &unapplied.why {
                 Why::Ignored(reason) => {
+                    self.refused.push(reason.clone());
                     let entry = self
                         .ignored_files
                         .entry(unapplied.file.clone())
@@ -780,7 +860,21 @@ impl Sync<'_> {
             };
             match self.ctx.applier.sync_object(&target, Some(live)).await {
                 Ok(outcome) if outcome.decision.action == Action::Delete => {
-                    self.result.deleted += 1
+                    self.result.deleted += 1;
+                    let why = format!(
+                        "it carries the management label, its kind is declared and no \
+                         declaration or tracking object explains it (seeds/000 row {}: {})",
+                        outcome.decision.row.number(),
+                        outcome.decision.row.reason()
+                    );
+                    notice::deleted(
+                        self.ctx,
+                        &self.handle.reference,
+                        &self.handle.uid,
+                        &notice::describe(key),
+                        &why,
+                    )
+                    .await;
                 }
                 Ok(_) => {}
                 Err(failure) => self.errors.push(source_error(
@@ -820,6 +914,7 @@ impl Sync<'_> {
             ignored_files: self.ignored_files,
             errors: self.errors,
             prune_window: self.prune_window,
+            refused: self.refused,
         });
         result
     }

@@ -7,17 +7,21 @@
 
 use std::collections::BTreeMap;
 
-use arbor_api::condition::{reasons, remove_condition, types};
-use arbor_api::keys::GITSYNC_FIELD_MANAGER;
+use arbor_api::condition::{find_condition, reasons, remove_condition, types};
+use arbor_api::keys::{GITSYNC_FIELD_MANAGER, SourceRef};
 use arbor_api::source::{GitSourceStatus, PruneWindowStatus, SourceError};
+use arbor_api::{ClusterGitTrack, GitTrack};
 use arbor_api::{ConditionUpdate, set_condition};
+use arbor_runtime::decode::api_resource;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::discovery::ApiResource;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::error::ControllerError;
+use super::notice::Notice;
 
 /// How a round ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +62,8 @@ pub struct RoundReport {
     pub errors: Vec<SourceError>,
     /// The mass-prune window to keep on the status; `None` keeps the stored one.
     pub prune_window: Option<PruneWindowStatus>,
+    /// Declared objects the ownership matrix refused, each with the reason.
+    pub refused: Vec<String>,
 }
 
 impl RoundReport {
@@ -70,6 +76,7 @@ impl RoundReport {
             ignored_files: BTreeMap::new(),
             errors,
             prune_window: None,
+            refused: Vec::new(),
         }
     }
 }
@@ -105,9 +112,36 @@ pub fn next_status(
         .errors
         .iter()
         .find(|error| error.code != super::error::UNMANAGED_OBJECT);
+    let refused = report.refused.first().map(|first| {
+        format!(
+            "{} declared object(s) refused by the ownership matrix, first: {first}",
+            report.refused.len()
+        )
+    });
+    if report.counters.is_some() {
+        match &refused {
+            Some(message) => {
+                set_condition(
+                    conditions,
+                    ConditionUpdate::new(
+                        types::DEGRADED,
+                        true,
+                        reasons::OWNERSHIP_FORBIDDEN,
+                        message.clone(),
+                    )
+                    .observed(generation),
+                    now.clone(),
+                );
+            }
+            None => {
+                remove_condition(conditions, types::DEGRADED);
+            }
+        }
+    }
     let (ready, ready_reason, ready_message) = match &report.outcome {
-        Outcome::Synced => match failing {
-            None => (
+        Outcome::Synced => match (failing, refused) {
+            (None, Some(message)) => (false, reasons::OWNERSHIP_FORBIDDEN, message),
+            (None, None) => (
                 true,
                 reasons::SUCCEEDED,
                 format!(
@@ -115,7 +149,7 @@ pub fn next_status(
                     next.observed_commit.as_deref().unwrap_or("")
                 ),
             ),
-            Some(error) => (
+            (Some(error), _) => (
                 false,
                 if error.code == crate::apply::error::KIND_NOT_SERVED {
                     reasons::KIND_NOT_SERVED
@@ -163,18 +197,139 @@ pub fn next_status(
     Some(next)
 }
 
-/// Writes `status` onto the source `name` by server-side apply.
-pub async fn write<K>(
-    api: &Api<K>,
+/// The status while a round of `commit` runs: `Reconciling=True` with the progress, and, when
+/// the commit or the generation is new, `Ready=False` until the round finishes (kstatus: Ready
+/// is only ever the finished round of the current commit). The counters and `observedCommit`
+/// stay those of the last finished round.
+pub fn in_progress(
+    previous: &GitSourceStatus,
+    commit: &str,
+    (done, total): (usize, usize),
+    generation: Option<i64>,
+    now: Time,
+) -> GitSourceStatus {
+    let mut next = previous.clone();
+    set_condition(
+        &mut next.conditions,
+        ConditionUpdate::new(
+            types::RECONCILING,
+            true,
+            reasons::PROGRESSING,
+            format!("applying commit {commit}: {done}/{total} objects"),
+        )
+        .observed(generation),
+        now.clone(),
+    );
+    let new_work = previous.observed_commit.as_deref() != Some(commit)
+        || previous.observed_generation != generation;
+    if new_work {
+        set_condition(
+            &mut next.conditions,
+            ConditionUpdate::new(
+                types::READY,
+                false,
+                reasons::PROGRESSING,
+                format!(
+                    "commit {commit} is being applied ({done}/{total} objects); the last \
+                     finished round applied {}",
+                    previous.observed_commit.as_deref().unwrap_or("nothing yet")
+                ),
+            )
+            .observed(generation),
+            now,
+        );
+    }
+    next
+}
+
+/// What a round wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Changes {
+    pub created: usize,
+    pub updated: usize,
+    pub deleted: usize,
+}
+
+/// What to announce (log line and Event) when a round moved the status from `previous` to
+/// `next`: every change of the Ready condition (a Warning while not Ready, but for a suspended
+/// source), and every round that wrote something.
+pub fn notices(
+    previous: &GitSourceStatus,
+    next: &GitSourceStatus,
+    report: &RoundReport,
+    changes: Changes,
+) -> Vec<Notice> {
+    let mut notices = Vec::new();
+    let commit = report
+        .commit
+        .as_deref()
+        .or(next.observed_commit.as_deref())
+        .unwrap_or("");
+    if changes.created + changes.updated + changes.deleted > 0 {
+        notices.push(Notice::normal(
+            "Synced",
+            "Sync",
+            format!(
+                "commit {commit}: {} created, {} updated, {} pruned",
+                changes.created, changes.updated, changes.deleted
+            ),
+        ));
+    }
+    let ready = |status: &GitSourceStatus| {
+        find_condition(&status.conditions, types::READY)
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    };
+    if let Some((status, reason, message)) = ready(next)
+        && ready(previous).as_ref() != Some(&(status.clone(), reason.clone(), message.clone()))
+    {
+        let notice = if status == "True" || reason == reasons::SUSPENDED {
+            Notice::normal(&reason, "Sync", message)
+        } else {
+            Notice::warning(&reason, "Sync", message)
+        };
+        // A successful round that wrote something is already announced by "Synced".
+        if notice.warning || notices.is_empty() {
+            notices.push(notice);
+        }
+    }
+    notices
+}
+
+/// The API of `source`'s kind as dynamic objects (in its namespace for a GitTrack), with the
+/// resource to write its status through.
+pub fn source_api(client: &kube::Client, source: &SourceRef) -> (Api<DynamicObject>, ApiResource) {
+    match source {
+        SourceRef::GitTrack { namespace, .. } => {
+            let resource = api_resource::<GitTrack>();
+            (
+                Api::namespaced_with(client.clone(), namespace, &resource),
+                resource,
+            )
+        }
+        SourceRef::ClusterGitTrack { .. } => {
+            let resource = api_resource::<ClusterGitTrack>();
+            (Api::all_with(client.clone(), &resource), resource)
+        }
+    }
+}
+
+/// Writes `status` onto the source `name` by server-side apply. `api` is the source kind's
+/// API as dynamic objects, so a source whose spec does not decode still gets its status.
+pub async fn write(
+    api: &Api<DynamicObject>,
+    resource: &ApiResource,
     name: &str,
     status: &GitSourceStatus,
-) -> Result<(), ControllerError>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    apply_status(api, name, None, json!(status))
-        .await
-        .map_err(|source| ControllerError::kube("write status of", name, source))
+) -> Result<(), ControllerError> {
+    apply_status_as(
+        api,
+        (&resource.api_version, &resource.kind),
+        name,
+        None,
+        json!(status),
+    )
+    .await
+    .map_err(|source| ControllerError::kube("write status of", name, source))
 }
 
 /// Server-side applies `status` on the status subresource of the object `name` (in
@@ -189,13 +344,33 @@ pub async fn apply_status<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
+    apply_status_as(
+        api,
+        (&K::api_version(&()), &K::kind(&())),
+        name,
+        namespace,
+        status,
+    )
+    .await
+}
+
+async fn apply_status_as<K>(
+    api: &Api<K>,
+    (api_version, kind): (&str, &str),
+    name: &str,
+    namespace: Option<&str>,
+    status: Value,
+) -> Result<(), kube::Error>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
     let mut metadata = json!({ "name": name });
     if let Some(namespace) = namespace {
         metadata["namespace"] = json!(namespace);
     }
     let patch = json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
+        "apiVersion": api_version,
+        "kind": kind,
         "metadata": metadata,
         "status": status,
     });
@@ -211,7 +386,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arbor_api::condition::find_condition;
     use k8s_openapi::jiff::Timestamp;
 
     fn at(seconds: i64) -> Time {
@@ -231,6 +405,7 @@ mod tests {
             ignored_files: BTreeMap::new(),
             errors: Vec::new(),
             prune_window: None,
+            refused: Vec::new(),
         }
     }
 

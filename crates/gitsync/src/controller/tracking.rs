@@ -14,12 +14,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use arbor_api::keys::{GITSYNC_FIELD_MANAGER, GITSYNC_FINALIZER, SourceRef};
 use arbor_api::source::DeletionPolicy;
-use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, GitTrack, GitTrackObject};
+use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, DeclaredObject, GitTrack, GitTrackObject};
 use arbor_policy::object::{GroupVersionKind, ObjectKey, gvk};
 use arbor_policy::ownership::{ClusterGitTrackMode, Owner, TrackingObject};
 use arbor_policy::sync::{Action, CompareFields};
+use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -67,6 +68,15 @@ impl TrackingKind for ClusterGitTrackObject {
             .as_ref()
             .map_or(&[], |status| &status.conditions)
     }
+}
+
+/// Decodes a tracking object watched or listed as a dynamic object, naming the field that does
+/// not fit.
+pub fn decode_tracking<K>(object: &DynamicObject) -> Result<K, DecodeError>
+where
+    K: TrackingKind + serde::de::DeserializeOwned,
+{
+    decode_flattened::<K, DeclaredObject>(object)
 }
 
 /// An existing tracking object.
@@ -172,20 +182,17 @@ pub async fn list_inventory(
     };
     match &handle.owner {
         Owner::GitTrack { namespace } => {
-            let api: Api<GitTrackObject> = Api::namespaced(ctx.client.clone(), namespace);
-            for object in list(&api).await? {
+            for object in list::<GitTrackObject>(ctx, Some(namespace)).await? {
                 collect(Tracked::of(&object));
             }
         }
         Owner::ClusterGitTrack => {
-            let api: Api<ClusterGitTrackObject> = Api::all(ctx.client.clone());
-            for object in list(&api).await? {
+            for object in list::<ClusterGitTrackObject>(ctx, None).await? {
                 collect(Tracked::of(&object));
             }
             if ctx.settings.scope.cluster_gittrack_mode() == ClusterGitTrackMode::IncludeNamespaced
             {
-                let api: Api<GitTrackObject> = Api::all(ctx.client.clone());
-                for object in list(&api).await? {
+                for object in list::<GitTrackObject>(ctx, None).await? {
                     collect(Tracked::of(&object));
                 }
             }
@@ -194,14 +201,34 @@ pub async fn list_inventory(
     Ok(inventory)
 }
 
-async fn list<K>(api: &Api<K>) -> Result<Vec<K>, ControllerError>
+/// The tracking objects of kind `K` (in `namespace`, or everywhere); one that does not decode is
+/// reported and left out (it tracks nothing the round can act on), the others are returned.
+async fn list<K>(ctx: &Context, namespace: Option<&str>) -> Result<Vec<K>, ControllerError>
 where
-    K: TrackingKind + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: TrackingKind + serde::de::DeserializeOwned,
 {
-    api.list(&ListParams::default())
+    let resource = api_resource::<K>();
+    let api: Api<DynamicObject> = match namespace {
+        Some(namespace) => Api::namespaced_with(ctx.client.clone(), namespace, &resource),
+        None => Api::all_with(ctx.client.clone(), &resource),
+    };
+    let listed = api
+        .list(&ListParams::default())
         .await
-        .map(|list| list.items)
-        .map_err(|source| ControllerError::kube("list", K::kind(&()).into_owned(), source))
+        .map_err(|source| ControllerError::kube("list", K::kind(&()).into_owned(), source))?;
+    let mut objects = Vec::with_capacity(listed.items.len());
+    for object in &listed.items {
+        match decode_tracking::<K>(object) {
+            Ok(decoded) => objects.push(decoded),
+            Err(error) => {
+                ctx.metrics
+                    .undecodable
+                    .report(&ctx.recorder, &resource, object, &error)
+                    .await;
+            }
+        }
+    }
+    Ok(objects)
 }
 
 /// The tracking object `planned` needs, as applied.
@@ -385,6 +412,8 @@ enum SourceState {
     Gone,
 }
 
+/// Where the source stands. Only its metadata is read, so a source whose spec does not decode
+/// still holds its objects.
 async fn source_state(
     ctx: &Context,
     source: &SourceRef,
@@ -412,21 +441,21 @@ async fn source_state(
         SourceRef::GitTrack { namespace, name } => {
             let api: Api<GitTrack> = Api::namespaced(ctx.client.clone(), namespace);
             state(
-                api.get_opt(name)
+                api.get_metadata_opt(name)
                     .await
                     .map_err(read)?
                     .as_ref()
-                    .map(|s| s.meta()),
+                    .map(|s| &s.metadata),
             )
         }
         SourceRef::ClusterGitTrack { name } => {
             let api: Api<ClusterGitTrack> = Api::all(ctx.client.clone());
             state(
-                api.get_opt(name)
+                api.get_metadata_opt(name)
                     .await
                     .map_err(read)?
                     .as_ref()
-                    .map(|s| s.meta()),
+                    .map(|s| &s.metadata),
             )
         }
     })
@@ -550,6 +579,18 @@ pub async fn remove_object(
         Ok(live) => {
             let outcome = ctx.applier.sync_object(&target, live.as_ref()).await?;
             tracing::info!(object = %tracked.key, row = outcome.decision.row.number(), action = %outcome.decision.action, "tracking object finalized");
+            if outcome.wrote
+                && let Some((source, uid)) = owner_source(tracked)
+            {
+                let why = format!(
+                    "its tracking object {} was deleted (seeds/000 row {}: {})",
+                    tracked.name,
+                    outcome.decision.row.number(),
+                    outcome.decision.row.reason()
+                );
+                let object = super::notice::describe(&tracked.key);
+                super::notice::deleted(ctx, &source, &uid, &object, &why).await;
+            }
             Ok(outcome.decision.action == Action::Delete)
         }
         // Nothing of an unserved kind can be on the cluster.

@@ -57,12 +57,16 @@ pub enum FlagError {
     )]
     NamespaceWithoutGitTracks { namespace: String },
     #[error(
-        "--namespace={namespace} restricts this instance to GitTrackObjects in {namespace}, but \
-         --clustergittrack-mode=IncludeNamespaced makes it manage the GitTrackObjects of \
-         ClusterGitTracks in every namespace: set --clustergittrack-mode=ExcludeNamespaced or \
-         Disabled, or drop --namespace"
+        "--namespace={namespace} restricts this instance to the GitTracks and GitTrackObjects of \
+         {namespace}, but --clustergittrack-mode={mode} makes it manage ClusterGitTracks too \
+         (cluster-wide sources; with IncludeNamespaced their GitTrackObjects in every \
+         namespace): with --namespace, set --clustergittrack-mode=Disabled (as Faros \
+         requires), or drop --namespace"
     )]
-    NamespaceWithClusterGitTracksIncludingNamespaced { namespace: String },
+    NamespaceWithClusterGitTracks {
+        namespace: String,
+        mode: ClusterGitTrackMode,
+    },
     #[error(
         "--gittrack-mode=Disabled and --clustergittrack-mode=Disabled: this instance would \
          watch nothing; enable at least one of them"

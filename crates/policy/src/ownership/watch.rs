@@ -14,13 +14,16 @@
 //! Combinations the seed rules out are refused with a [`FlagError`]:
 //! - `--namespace` with `--gittrack-mode=Disabled`: the seed says `--namespace` is "for use with
 //!   --gittrack-mode=enabled";
-//! - `--namespace` with `--clustergittrack-mode=IncludeNamespaced`: `--namespace` restricts the
-//!   instance "to only managing GitTracks and GitTrackObjects from within the given namespace",
-//!   while row A makes it manage ClusterGitTracks' GitTrackObjects in every namespace. Neither
-//!   reading can be honoured silently (restricting the ClusterGitTracks would apply them by
-//!   halves), so the operator chooses ExcludeNamespaced or Disabled, or drops `--namespace`.
-//!   As IncludeNamespaced is the default, a namespaced instance states
-//!   `--clustergittrack-mode` explicitly;
+//! - `--namespace` with any `--clustergittrack-mode` but `Disabled`, as Faros refuses it
+//!   (`ValidateFlags`: "Cannot use gittrack-mode enabled with namespace and clustergittrack-mode
+//!   enabled"). `--namespace` restricts the instance "to only managing GitTracks and
+//!   GitTrackObjects from within the given namespace" (seeds/002, rows 2/3), while row A makes
+//!   it manage ClusterGitTracks' GitTrackObjects in every namespace and row B still makes it
+//!   manage ClusterGitTracks, which are cluster-wide sources. Neither can be honoured silently.
+//!   As in Faros, the default (`IncludeNamespaced`) does not change when `--namespace` is
+//!   given: a namespaced instance states `--clustergittrack-mode=Disabled`, so a flag never
+//!   means something else because another flag is present, and the refusal says which flag to
+//!   set;
 //! - both modes Disabled (row C with no GitTrack row): an instance that watches nothing is a
 //!   misconfiguration.
 
@@ -166,12 +169,11 @@ impl WatchScope {
                     namespace: only.clone(),
                 });
             }
-            if cluster_gittrack_mode == ClusterGitTrackMode::IncludeNamespaced {
-                return Err(
-                    FlagError::NamespaceWithClusterGitTracksIncludingNamespaced {
-                        namespace: only.clone(),
-                    },
-                );
+            if cluster_gittrack_mode != ClusterGitTrackMode::Disabled {
+                return Err(FlagError::NamespaceWithClusterGitTracks {
+                    namespace: only.clone(),
+                    mode: cluster_gittrack_mode,
+                });
             }
         }
         let from_gittracks = gittrack_mode.watches(&namespace);

@@ -1,0 +1,448 @@
+//! No silent failure: a source or tracking object that cannot be read is reported and skipped
+//! while the rest of its kind syncs; state changes and deletions are logged and announced as
+//! Events; status tells the truth while work is in flight.
+//!
+//! The undecodable objects are stored through a loosened CRD
+//! ([`arbor_testkit::cluster::loosen_crd_schema`]): a real API server stores such objects too
+//! whenever the CRD's schema allows it (an older or hand-edited CRD, a version without
+//! structural constraints), and the test does not rely on the emulator being lenient.
+
+mod controller_support;
+
+use std::time::Duration;
+
+use arbor_api::condition::{find_condition, reasons, types};
+use arbor_api::keys::SourceRef;
+use arbor_kube_emu::faults::{Fault, FaultEffect};
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
+use serde_json::json;
+
+use controller_support::*;
+
+/// The log lines of everything running on the test's thread (the test runtime has one thread,
+/// so the controller's tasks log here too), at the default level (info).
+struct Logs {
+    lines: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+impl Logs {
+    fn capture() -> Self {
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || LogWriter(writer.clone()))
+            .finish();
+        Self {
+            lines,
+            _guard: tracing::subscriber::set_default(subscriber),
+        }
+    }
+
+    /// The lines at `level` (`INFO`, `WARN`) that contain every one of `words`.
+    fn find(&self, level: &str, words: &[&str]) -> Vec<String> {
+        let text = String::from_utf8_lossy(&self.lines.lock().unwrap()).into_owned();
+        text.lines()
+            .filter(|line| line.contains(level) && words.iter().all(|word| line.contains(word)))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+struct LogWriter(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The Events regarding `name` in `namespace` with `reason`, as their notes.
+async fn events(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> anyhow::Result<Vec<String>> {
+    let api: Api<Event> = Api::namespaced(cluster.client.clone(), namespace);
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|event| {
+            event.reason.as_deref() == Some(reason)
+                && event
+                    .regarding
+                    .as_ref()
+                    .is_some_and(|regarding| regarding.name.as_deref() == Some(name))
+        })
+        .filter_map(|event| event.note)
+        .collect())
+}
+
+/// Waits for an Event regarding `name` with `reason`; returns its note.
+async fn event(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> anyhow::Result<String> {
+    eventually(&format!("a {reason} event on {name}"), || async {
+        Ok(events(cluster, namespace, name, reason)
+            .await?
+            .into_iter()
+            .next())
+    })
+    .await
+}
+
+/// seeds/002 via issue 16 item 3 and 12: a GitTrack whose `reference` is a string (as Faros
+/// spells it) does not decode. It gets Ready=False naming `spec.reference`, an Event and a
+/// metric, and the GitTrack beside it syncs as usual.
+#[tokio::test]
+async fn a_source_that_does_not_decode_is_reported_and_the_others_sync() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    arbor_testkit::cluster::loosen_crd_schema(&cluster.client, "gittracks.arbor.dev").await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("settings.yaml", &configmap(None, "settings", "1"))?;
+    let commit = repo.commit("declare it")?;
+    let gittracks = cluster.api("arbor.dev/v1alpha1", "GitTrack", "gittracks", Some("foo"));
+    cluster
+        .create(
+            &gittracks,
+            json!({
+                "apiVersion": "arbor.dev/v1alpha1",
+                "kind": "GitTrack",
+                "metadata": {"name": "broken", "namespace": "foo"},
+                "spec": {"repository": repo.url(), "reference": "main"},
+            }),
+        )
+        .await?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let good = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &good, &commit).await?;
+    assert!(
+        cluster
+            .exists(&cluster.configmaps("foo"), "settings")
+            .await?
+    );
+
+    let ready = eventually("the broken GitTrack to be not Ready", || async {
+        // The typed read of the source fails on its spec: read it as it is stored.
+        let object = gittracks.get("broken").await?;
+        let conditions = object.data["status"]["conditions"].clone();
+        let conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> =
+            serde_json::from_value(conditions).unwrap_or_default();
+        Ok(find_condition(&conditions, types::READY).cloned())
+    })
+    .await?;
+    assert_eq!(ready.status, "False");
+    assert_eq!(ready.reason, reasons::INVALID_SPEC);
+    assert!(
+        ready.message.contains("spec.reference"),
+        "{}",
+        ready.message
+    );
+    let note = event(&cluster, "foo", "broken", "Undecodable").await?;
+    assert!(note.contains("spec.reference"), "{note}");
+    assert!(
+        instance
+            .running()
+            .context()
+            .metrics
+            .undecodable
+            .count("GitTrack")
+            >= 1
+    );
+    instance.stop().await;
+    Ok(())
+}
+
+/// Issue 16 item 12 for tracking objects: a GitTrackObject that does not decode sits beside a
+/// source's own; the source still syncs, and removing a declaration still deletes its object
+/// through the tracking object's finalizer.
+#[tokio::test]
+async fn a_tracking_object_that_does_not_decode_stops_nothing() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    arbor_testkit::cluster::loosen_crd_schema(&cluster.client, "gittrackobjects.arbor.dev").await?;
+    cluster.namespace("foo").await?;
+    let tracking = cluster.api(
+        "arbor.dev/v1alpha1",
+        "GitTrackObject",
+        "gittrackobjects",
+        Some("foo"),
+    );
+    cluster
+        .create(
+            &tracking,
+            json!({
+                "apiVersion": "arbor.dev/v1alpha1",
+                "kind": "GitTrackObject",
+                "metadata": {"name": "configmap.stray", "namespace": "foo"},
+                "spec": {"name": 5, "kind": ["ConfigMap"]},
+            }),
+        )
+        .await?;
+    let repo = Repo::new()?;
+    repo.write("a.yaml", &configmap(None, "a", "1"))?;
+    repo.write("b.yaml", &configmap(None, "b", "1"))?;
+    let first = repo.commit("two")?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &first).await?;
+    let configmaps = cluster.configmaps("foo");
+    assert!(cluster.exists(&configmaps, "a").await?);
+    assert!(cluster.exists(&configmaps, "b").await?);
+
+    repo.remove("b.yaml")?;
+    let second = repo.commit("one")?;
+    cluster.synced(&instance, &source, &second).await?;
+    cluster.gone(&instance, &source, &configmaps, "b").await?;
+    assert!(cluster.exists(&configmaps, "a").await?);
+    let note = event(&cluster, "foo", "configmap.stray", "Undecodable").await?;
+    assert!(note.contains("spec.name"), "{note}");
+    assert!(
+        instance
+            .running()
+            .context()
+            .metrics
+            .undecodable
+            .count("GitTrackObject")
+            >= 1
+    );
+    instance.stop().await;
+    Ok(())
+}
+
+/// Issue 23 item 8: a hand-labelled object that seeds/000 row 5 deletes, and a commit that does
+/// not parse, are each a log line at the default level and an Event on the source.
+#[tokio::test]
+async fn a_row_5_deletion_and_a_parse_failure_are_logged_and_announced() -> anyhow::Result<()> {
+    let logs = Logs::capture();
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    // Three declared objects, so that deleting one more stays within the prune budget.
+    for name in ["one", "two", "three"] {
+        repo.write(&format!("{name}.yaml"), &configmap(None, name, "1"))?;
+    }
+    let commit = repo.commit("declare it")?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &commit).await?;
+
+    let configmaps = cluster.configmaps("foo");
+    cluster
+        .create(
+            &configmaps,
+            json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": "stray",
+                    "namespace": "foo",
+                    "labels": {"arbor.dev/managed": "enabled"},
+                },
+            }),
+        )
+        .await?;
+    cluster
+        .gone(&instance, &source, &configmaps, "stray")
+        .await?;
+    let note = event(&cluster, "foo", "apps", "Deleted").await?;
+    assert!(
+        note.contains("ConfigMap foo/stray") && note.contains("row 5"),
+        "{note}"
+    );
+    assert!(
+        !logs
+            .find("INFO", &["ConfigMap foo/stray", "deleted"])
+            .is_empty(),
+        "no log line for the deletion"
+    );
+
+    repo.write(
+        "broken.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: [\n",
+    )?;
+    repo.commit("does not parse")?;
+    let note = eventually("a ParseFailed event on apps", || async {
+        instance.request_round(&source);
+        instance.rounds(&source, 1).await;
+        Ok(events(&cluster, "foo", "apps", reasons::PARSE_FAILED)
+            .await?
+            .into_iter()
+            .next())
+    })
+    .await?;
+    assert!(note.contains("does not parse"), "{note}");
+    let warned = logs.find("WARN", &[reasons::PARSE_FAILED, "foo/apps"]);
+    assert!(!warned.is_empty(), "no warn line for ParseFailed");
+    instance.stop().await;
+    Ok(())
+}
+
+/// The conditions of a source as stored.
+async fn conditions(
+    cluster: &Cluster,
+    source: &SourceRef,
+) -> anyhow::Result<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>> {
+    Ok(cluster
+        .status(source)
+        .await?
+        .map(|status| status.conditions)
+        .unwrap_or_default())
+}
+
+/// Issue 23 item 9: while a round applies a new commit, slowly (every ConfigMap write takes
+/// 300 ms), the source says Reconciling=True with applied/total and is not Ready; Ready comes
+/// back only when the round of the new commit finished.
+#[tokio::test]
+async fn a_round_in_flight_is_reconciling_with_progress_and_ready_only_when_finished()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("first.yaml", &configmap(None, "first", "1"))?;
+    let first = repo.commit("one")?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &first).await?;
+
+    for index in 0..6 {
+        let name = format!("more-{index}");
+        repo.write(&format!("{name}.yaml"), &configmap(None, &name, "1"))?;
+    }
+    let second = repo.commit("six more")?;
+    cluster.emu.faults().inject(
+        Fault::new(FaultEffect::Latency(Duration::from_millis(300)))
+            .verbs(&["patch"])
+            .resources(&["configmaps"]),
+    );
+    instance.request_round(&source);
+    let (reconciling, ready) = eventually("the round's progress on the source", || async {
+        let conditions = conditions(&cluster, &source).await?;
+        let reconciling = find_condition(&conditions, types::RECONCILING).cloned();
+        let ready = find_condition(&conditions, types::READY).cloned();
+        Ok(reconciling
+            .filter(|reconciling| {
+                reconciling.status == "True" && !reconciling.message.contains(" 0/7")
+            })
+            .zip(ready))
+    })
+    .await?;
+    assert!(
+        reconciling.message.contains(&second) && reconciling.message.contains("/7 objects"),
+        "{}",
+        reconciling.message
+    );
+    assert_eq!(ready.status, "False", "{}", ready.message);
+    assert_eq!(ready.reason, reasons::PROGRESSING);
+    let status = cluster.status(&source).await?.unwrap_or_default();
+    assert_eq!(status.observed_commit.as_deref(), Some(first.as_str()));
+
+    cluster.emu.faults().clear();
+    let status = cluster.synced(&instance, &source, &second).await?;
+    assert!(find_condition(&status.conditions, types::RECONCILING).is_none());
+    let ready = find_condition(&status.conditions, types::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", reasons::SUCCEEDED)
+    );
+    instance.stop().await;
+    Ok(())
+}
+
+/// Issue 23 item 9: a ClusterGitTrack in ExcludeNamespaced mode declaring a namespaced object
+/// (refused by the ownership matrix) is Degraded and not Ready; its ClusterRole is applied.
+#[tokio::test]
+async fn objects_refused_by_the_ownership_matrix_leave_the_source_degraded_not_ready()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("reader.yaml", &cluster_role("reader", "pods"))?;
+    repo.write("settings.yaml", &configmap(Some("foo"), "settings", "1"))?;
+    let commit = repo.commit("one of each")?;
+    let instance = cluster
+        .instance(&["--clustergittrack-mode=ExcludeNamespaced"])
+        .await?;
+    let source = cluster
+        .create_cluster_gittrack("platform", &repo, "Flat")
+        .await?;
+    let status = cluster.synced(&instance, &source, &commit).await?;
+    assert!(cluster.exists(&cluster.clusterroles(), "reader").await?);
+    assert!(
+        !cluster
+            .exists(&cluster.configmaps("foo"), "settings")
+            .await?
+    );
+    let degraded = find_condition(&status.conditions, types::DEGRADED).unwrap();
+    assert_eq!(degraded.status, "True");
+    assert_eq!(degraded.reason, reasons::OWNERSHIP_FORBIDDEN);
+    assert!(
+        degraded.message.contains("1 declared object(s) refused"),
+        "{}",
+        degraded.message
+    );
+    let ready = find_condition(&status.conditions, types::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", reasons::OWNERSHIP_FORBIDDEN)
+    );
+    instance.stop().await;
+    Ok(())
+}
+
+/// Issue 23 item 9: after a restart, GetStatus answers from the status on the cluster, even when
+/// the first round changes nothing and so writes no status.
+#[tokio::test]
+async fn get_status_after_a_restart_is_the_status_on_the_cluster() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("settings.yaml", &configmap(None, "settings", "1"))?;
+    let commit = repo.commit("declare it")?;
+    let flags = ["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"];
+    let first = cluster.instance(&flags).await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&first, &source, &commit).await?;
+    first.stop().await;
+
+    let second = cluster.instance(&flags).await?;
+    second.rounds(&source, 1).await;
+    let mut grpc = second.grpc().await?;
+    let answer = grpc
+        .get_status(arbor_proto::v1::GetStatusRequest {
+            source: Some(arbor_proto::v1::SourceRef {
+                kind: arbor_proto::v1::SourceKind::GitTrack.into(),
+                namespace: "foo".into(),
+                name: "apps".into(),
+            }),
+        })
+        .await?
+        .into_inner();
+    assert_eq!(answer.sources[0].observed_commit, commit);
+    assert_eq!(answer.sources[0].counters.unwrap().applied, 1);
+    second.stop().await;
+    Ok(())
+}
