@@ -15,9 +15,11 @@ pub const UNMANAGED_OBJECT: &str = "ARB3006";
 pub const INVALID_SPEC: &str = "ARB3007";
 /// Code: the checkout or the local tree could not be read.
 pub const CHECKOUT_FAILED: &str = "ARB3009";
+/// Code: a round panicked; caught and reported for its source alone.
+pub const ROUND_PANICKED: &str = "ARB3015";
 
 /// Every code the controller reports, in order; each has a section in `docs/error-codes.md`.
-pub const CODES: [&str; 9] = [
+pub const CODES: [&str; 10] = [
     FETCH_FAILED,
     SECRET_INVALID,
     crate::apply::error::KIND_NOT_SERVED,
@@ -27,6 +29,7 @@ pub const CODES: [&str; 9] = [
     INVALID_SPEC,
     crate::apply::error::DISCOVERY_FAILED,
     CHECKOUT_FAILED,
+    ROUND_PANICKED,
 ];
 
 /// A failure that ends a round or a finalizer early; the next attempt retries.

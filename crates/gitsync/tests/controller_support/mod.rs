@@ -330,6 +330,11 @@ impl Repo {
         self.git.file_url()
     }
 
+    /// The repository's work tree (its `.git` inside).
+    pub fn path(&self) -> &std::path::Path {
+        self.git.path()
+    }
+
     pub fn write(&self, path: &str, text: &str) -> anyhow::Result<()> {
         Ok(self.git.write(path, text)?)
     }
