@@ -7,8 +7,13 @@ mod controller_support;
 
 use std::path::Path;
 
+use arbor_api::GitTrack;
+use arbor_api::condition::{find_condition, reasons, types};
 use arbor_api::keys::SourceRef;
 use arbor_api::source::GitSourceStatus;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
 
 use controller_support::*;
 
@@ -127,6 +132,121 @@ async fn a_deeply_nested_directory_fails_its_source_alone_and_the_process_surviv
     cluster.synced(&instance, &healthy, &second).await?;
     let settings = cluster.configmaps("healthy").get("settings").await?;
     assert_eq!(settings.data["data"]["value"], "2");
+    instance.stop().await;
+    Ok(())
+}
+
+/// Creates the GitTrack `namespace/name` following `reference` (a JSON `spec.reference`).
+async fn gittrack_at(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+    repository: &str,
+    reference: serde_json::Value,
+) -> anyhow::Result<SourceRef> {
+    let api: Api<GitTrack> = Api::namespaced(cluster.client.clone(), namespace);
+    let source: GitTrack = serde_json::from_value(json!({
+        "apiVersion": "arbor.dev/v1alpha1",
+        "kind": "GitTrack",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"repository": repository, "reference": reference, "layout": "Flat", "pollInterval": "1h"},
+    }))?;
+    api.create(&PostParams::default(), &source).await?;
+    Ok(SourceRef::GitTrack {
+        namespace: namespace.into(),
+        name: name.into(),
+    })
+}
+
+/// Asserts that the fetch of `source` failed with ARB3001 saying `why`, with `Ready=False`.
+async fn refused(
+    cluster: &Cluster,
+    instance: &Instance,
+    source: &SourceRef,
+    why: &str,
+) -> anyhow::Result<()> {
+    let status = error_on(cluster, instance, source, "ARB3001").await?;
+    let error = status.errors.iter().find(|e| e.code == "ARB3001").unwrap();
+    assert!(error.message.contains(why), "{}", error.message);
+    let ready = find_condition(&status.conditions, types::READY).expect("Ready");
+    assert_eq!(ready.status, "False");
+    assert_eq!(ready.reason, reasons::FETCH_FAILED);
+    assert!(ready.message.contains(why), "{}", ready.message);
+    assert!(status.observed_commit.is_none());
+    Ok(())
+}
+
+/// #23.2: a GitTrack in `emptyns` fetched `file://<cache>/gittrack_shop_flat-app/repo.git` at
+/// shop's observed commit and applied shop's private ConfigMap in `emptyns`. The cache
+/// directory is no longer derivable from the source's name, and even knowing it (here: read
+/// from the disk, as a leak would give it), directly or through a symbolic link, the fetch is
+/// refused with a condition that says why.
+#[tokio::test]
+async fn a_tenant_cannot_fetch_another_tenants_repository_from_the_cache() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    for namespace in ["shop", "emptyns"] {
+        cluster.namespace(namespace).await?;
+    }
+    let instance = cluster.instance(&GITTRACKS_ONLY).await?;
+    let repo = Repo::new()?;
+    repo.write("private.yaml", &configmap(None, "private", "s3cr3t"))?;
+    let commit = repo.commit("shop's private settings")?;
+    let shop = cluster.create_gittrack("shop", "flat-app", &repo).await?;
+    cluster.synced(&instance, &shop, &commit).await?;
+
+    assert!(
+        !instance.cache_dir().join("gittrack_shop_flat-app").exists(),
+        "the cache path is not the predictable one any more"
+    );
+    let shop_cache = std::fs::read_dir(instance.cache_dir())?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|path| path.join("repo.git").is_dir())
+        .expect("shop's cache directory");
+    let link_dir = tempfile::tempdir()?;
+    let link = link_dir.path().join("innocent.git");
+    std::os::unix::fs::symlink(shop_cache.join("repo.git"), &link)?;
+
+    let direct = format!("file://{}/repo.git", shop_cache.display());
+    let through_link = format!("file://{}", link.display());
+    for (name, url) in [("direct", direct), ("link", through_link)] {
+        let thief = gittrack_at(&cluster, "emptyns", name, &url, json!({"commit": commit})).await?;
+        refused(
+            &cluster,
+            &instance,
+            &thief,
+            "inside the controller's cache directory",
+        )
+        .await?;
+    }
+    assert!(
+        !cluster
+            .exists(&cluster.configmaps("emptyns"), "private")
+            .await?
+    );
+    instance.stop().await;
+    Ok(())
+}
+
+/// #23.2: without `--allow-file-repositories` (the chart's default), a `file://` source is
+/// refused with a condition naming the flag, and nothing is applied.
+#[tokio::test]
+async fn file_repositories_are_refused_unless_the_instance_allows_them() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("team").await?;
+    let mut flags = GITTRACKS_ONLY.to_vec();
+    flags.push("--allow-file-repositories=false");
+    let instance = cluster.instance(&flags).await?;
+    let repo = Repo::new()?;
+    repo.write("cm.yaml", &configmap(None, "settings", "1"))?;
+    repo.commit("a ConfigMap")?;
+    let source = cluster.create_gittrack("team", "app", &repo).await?;
+    refused(&cluster, &instance, &source, "--allow-file-repositories").await?;
+    assert!(
+        !cluster
+            .exists(&cluster.configmaps("team"), "settings")
+            .await?
+    );
     instance.stop().await;
     Ok(())
 }

@@ -45,7 +45,7 @@ fn setup() -> Setup {
 
 impl Setup {
     fn fetcher(&self) -> Fetcher {
-        Fetcher::new(self.cache.path(), FetchSettings::default())
+        Fetcher::new(self.cache.path(), FetchSettings::default()).unwrap()
     }
 
     fn url(&self) -> String {

@@ -7,6 +7,15 @@ use std::time::Duration;
 use super::known_hosts::HostKeyError;
 use super::source::SourceId;
 
+/// The cache root or its key could not be made or read.
+#[derive(Debug, thiserror::Error)]
+#[error("cache directory {}: {source}", path.display())]
+pub struct CacheRootError {
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
 /// A fetch that failed.
 #[derive(Debug, thiserror::Error)]
 #[error("fetching {source_id} from {url}: {kind}")]
