@@ -146,6 +146,13 @@ impl Fetcher {
         &self.settings
     }
 
+    /// The keyed digest of a Secret's payload (`None` for any other object), under this
+    /// instance's key (see the `cache` module); see [`arbor_policy::secret`].
+    pub fn payload_digest(&self, object: &serde_json::Value) -> Option<String> {
+        arbor_policy::secret::canonical_payload(object)
+            .map(|payload| self.key.payload_digest(&payload))
+    }
+
     /// The cache directory of a source.
     pub fn cache_dir(&self, id: &SourceId) -> PathBuf {
         self.cache_root.join(self.key.directory_name(id))

@@ -250,3 +250,112 @@ async fn file_repositories_are_refused_unless_the_instance_allows_them() -> anyh
     instance.stop().await;
     Ok(())
 }
+
+const PASSWORD: &str = "hunter2-s3cr3t";
+const PASSWORD_BASE64: &str = "aHVudGVyMi1zM2NyM3Q=";
+const NEW_PASSWORD_BASE64: &str = "Y29ycmVjdC1ob3JzZQ=="; // correct-horse
+const USER: &str = "admin-sekrit-user";
+
+fn secret_yaml(password_base64: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ntype: Opaque\ndata:\n  password: \
+         {password_base64}\nstringData:\n  user: {USER}\n"
+    )
+}
+
+/// Asserts that `text` (something Arbor wrote or answered) holds no part of the payload.
+fn assert_no_payload(what: &str, text: &str) {
+    for secret in [PASSWORD, PASSWORD_BASE64, NEW_PASSWORD_BASE64, USER] {
+        assert!(!text.contains(secret), "{what} carries {secret:?}: {text}");
+    }
+}
+
+/// #23.4: a Secret declared in git was copied verbatim (`data` and `stringData`) into its
+/// GitTrackObject. The tracking object now holds the Secret without its payload and a keyed
+/// digest that changes with it; GetDeclared, the status and the Events carry no payload; and the
+/// Secret itself is applied (and re-applied after a restart) from the repository.
+#[tokio::test]
+async fn a_secrets_payload_never_leaves_secret_protection() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("shop").await?;
+    let repo = Repo::new()?;
+    repo.write("secret.yaml", &secret_yaml(PASSWORD_BASE64))?;
+    let first = repo.commit("a Secret")?;
+    let instance = cluster.instance(&GITTRACKS_ONLY).await?;
+    let source = cluster.create_gittrack("shop", "app", &repo).await?;
+    cluster.synced(&instance, &source, &first).await?;
+
+    let secrets = cluster.api("v1", "Secret", "secrets", Some("shop"));
+    let live = secrets.get("db").await?;
+    assert_eq!(live.data["data"]["password"], PASSWORD_BASE64);
+    let tracking = cluster.api(
+        "arbor.dev/v1alpha1",
+        "GitTrackObject",
+        "gittrackobjects",
+        Some("shop"),
+    );
+    let tracked = tracking.get("secret.db").await?;
+    assert_no_payload("the GitTrackObject", &serde_json::to_string(&tracked)?);
+    let spec = &tracked.data["spec"];
+    assert_eq!(spec["data"]["metadata"]["name"], "db");
+    assert_eq!(spec["data"]["type"], "Opaque");
+    assert!(spec["data"].get("data").is_none() && spec["data"].get("stringData").is_none());
+    let first_digest = spec["payloadDigest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(first_digest.starts_with("hmac-sha256:"), "{spec}");
+
+    let mut grpc = instance.grpc().await?;
+    let declared = grpc
+        .get_declared(arbor_proto::v1::GetDeclaredRequest {
+            object: Some(arbor_proto::v1::ObjectRef {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "Secret".into(),
+                namespace: "shop".into(),
+                name: "db".into(),
+            }),
+        })
+        .await?
+        .into_inner();
+    assert!(declared.declared);
+    assert_no_payload("GetDeclared", &declared.object_json);
+
+    repo.write("secret.yaml", &secret_yaml(NEW_PASSWORD_BASE64))?;
+    let second = repo.commit("rotate the password")?;
+    cluster.synced(&instance, &source, &second).await?;
+    assert_eq!(
+        secrets.get("db").await?.data["data"]["password"],
+        NEW_PASSWORD_BASE64
+    );
+    let rotated = tracking.get("secret.db").await?;
+    assert_no_payload("the GitTrackObject", &serde_json::to_string(&rotated)?);
+    assert_ne!(rotated.data["spec"]["payloadDigest"], first_digest.as_str());
+
+    let status = cluster.status(&source).await?.unwrap_or_default();
+    assert_no_payload("the status", &serde_json::to_string(&status)?);
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(cluster.client.clone(), "shop");
+    let events = events.list(&Default::default()).await?;
+    assert_no_payload("the Events", &serde_json::to_string(&events.items)?);
+
+    // After a restart the payload comes from the repository again, not from the tracking
+    // object: a Secret lost meanwhile is recreated whole.
+    instance.stop().await;
+    secrets.delete("db", &Default::default()).await?;
+    let instance = cluster.instance(&GITTRACKS_ONLY).await?;
+    let recreated = eventually("the Secret to be recreated", || async {
+        instance.request_round(&source);
+        instance.rounds(&source, 1).await;
+        Ok(secrets.get_opt("db").await?)
+    })
+    .await?;
+    assert_eq!(recreated.data["data"]["password"], NEW_PASSWORD_BASE64);
+    assert_no_payload(
+        "the GitTrackObject",
+        &serde_json::to_string(&tracking.get("secret.db").await?)?,
+    );
+    instance.stop().await;
+    Ok(())
+}

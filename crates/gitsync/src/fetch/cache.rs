@@ -63,6 +63,24 @@ impl CacheKey {
     }
 }
 
+impl CacheKey {
+    /// A keyed digest of a Secret's payload (`hmac-sha256:<hex>`): enough to notice that it
+    /// changed, useless for guessing it (a plain hash of a short password is not). The input is
+    /// prefixed so that no digest equals a directory name's hash.
+    pub fn payload_digest(&self, payload: &[u8]) -> String {
+        let mut context = hmac::Context::with_key(&self.0);
+        context.update(b"arbor secret payload\0");
+        context.update(payload);
+        let hex: String = context
+            .sign()
+            .as_ref()
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        format!("hmac-sha256:{hex}")
+    }
+}
+
 /// Writes a new random key (readable by the owner only) under a temporary name and renames it
 /// into place, so a reader never sees half a key.
 fn create_key(root: &Path, path: &Path) -> io::Result<Vec<u8>> {
