@@ -445,7 +445,11 @@ impl RbacEnv {
         if let Some(url) = &self.gitsync_url {
             replacements.insert("--gitsync-addr", url.into());
         }
-        let args = replace_values(&self.chart.args(component)?, &replacements)?;
+        let mut args = replace_values(&self.chart.args(component)?, &replacements)?;
+        if component == "gitsync" {
+            // The chart refuses file:// repositories; the tests' repositories are local.
+            args.push("--allow-file-repositories".into());
+        }
         let kubeconfig = self.dir.path().join(format!("{component}.kubeconfig"));
         let binary = format!("arbor-{component}");
         let mut process = ProcessSpec::new(

@@ -226,6 +226,8 @@ impl WebhookEnv {
         .args(["--gittrack-mode", "Enabled", "--resync-period", "1h"])
         .arg("--cache-dir")
         .arg(cache)
+        // The tests' repositories are local directories.
+        .arg("--allow-file-repositories")
         .env("KUBECONFIG", self.kubeconfig(User::Gitsync))
         .start()?;
         gitsync.wait_for_port(grpc, WAIT).await?;

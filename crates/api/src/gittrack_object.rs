@@ -17,9 +17,16 @@ pub struct DeclaredObject {
     pub name: String,
     /// `kind` of the declared object.
     pub kind: String,
-    /// The object as declared in git, complete with apiVersion, kind and metadata.
+    /// The object as declared in git, complete with apiVersion, kind and metadata; for a
+    /// Secret, without `data` and `stringData` (see `payloadDigest`).
     #[schemars(schema_with = "crate::schema::any_object")]
     pub data: serde_json::Value,
+    /// For a Secret: a keyed digest (`hmac-sha256:<hex>`) of its declared `data` and
+    /// `stringData`, which are never copied here, so this object stays outside Secret
+    /// protection without holding a secret. gitsync compares it to notice a change; the payload
+    /// itself is applied from the repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_digest: Option<String>,
 }
 
 /// How the declared object is doing on the cluster.

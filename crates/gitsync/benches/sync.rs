@@ -96,6 +96,7 @@ async fn main() -> anyhow::Result<()> {
         "--leader-election=false",
         "--grpc-addr=127.0.0.1:0",
         "--admin-addr=127.0.0.1:0",
+        "--allow-file-repositories",
         "--gittrack-mode=Enabled",
         "--clustergittrack-mode=Disabled",
         &cache_flag,

@@ -15,6 +15,11 @@ pub enum LoadError {
         #[source]
         source: io::Error,
     },
+    /// A directory nests deeper than [`crate::tree::MAX_DEPTH`]; the tree is not read further.
+    #[error(
+        "directory {path:?} is nested more than {limit} directories deep; Arbor reads at most {limit}"
+    )]
+    TooDeep { path: String, limit: usize },
     /// The tree was read but is invalid; every error found, in a stable order.
     #[error("{} error(s) in the source, first: {}", .0.len(), .0.first().map(ToString::to_string).unwrap_or_default())]
     Invalid(Vec<SourceError>),
@@ -32,7 +37,7 @@ impl LoadError {
     pub fn source_errors(&self) -> Option<&[SourceError]> {
         match self {
             Self::Invalid(errors) => Some(errors),
-            Self::Io { .. } => None,
+            Self::Io { .. } | Self::TooDeep { .. } => None,
         }
     }
 }

@@ -20,7 +20,9 @@
 //! # Transports and credentials
 //!
 //! `https://` / `http://` with [`Credentials::Basic`] or [`Credentials::Token`] (or none),
-//! `ssh://` and scp-like `user@host:path` with [`Credentials::SshKey`], `file://`. An ssh
+//! `ssh://` and scp-like `user@host:path` with [`Credentials::SshKey`], and `file://` only
+//! when [`FetchSettings::allow_file_repositories`] is set and the path does not lead into the
+//! cache root (see the `local` module). An ssh
 //! server's host key must be listed in the key's `known_hosts`; an unknown or different key is
 //! refused ([`HostKeyError`]). TLS certificates are checked by libgit2 against the system trust
 //! store. Proxy settings from the environment are not used.
@@ -51,6 +53,7 @@ mod credentials;
 mod deadline_relay;
 mod error;
 mod known_hosts;
+mod local;
 mod remote_url;
 mod session;
 mod source;
@@ -61,11 +64,12 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use credentials::{Credentials, DEFAULT_SSH_USERNAME, DEFAULT_TOKEN_USERNAME};
-pub use error::{CheckoutError, CheckoutErrorKind, FetchError, FetchErrorKind};
+pub use error::{CacheRootError, CheckoutError, CheckoutErrorKind, FetchError, FetchErrorKind};
 pub use known_hosts::HostKeyError;
 pub use source::{GitReference, GitSource, InvalidReference, SourceId, SourceKind};
 
-use cache::SourceCache;
+use cache::{CacheKey, SourceCache};
+use remote_url::{RemoteUrl, Transport};
 use session::Session;
 
 /// How long past its deadline a fetch may take to unwind after the relay cut its connections
@@ -81,6 +85,8 @@ pub struct FetchSettings {
     pub shallow: bool,
     /// How many checkout directories to keep per source (at least 1).
     pub keep_checkouts: usize,
+    /// Whether `file://` URLs may be fetched (tests and demos; see the `local` module).
+    pub allow_file_repositories: bool,
 }
 
 impl Default for FetchSettings {
@@ -89,6 +95,7 @@ impl Default for FetchSettings {
             timeout: Duration::from_secs(120),
             shallow: true,
             keep_checkouts: 3,
+            allow_file_repositories: false,
         }
     }
 }
@@ -112,24 +119,43 @@ pub struct FetchedCommit {
 #[derive(Clone, Debug)]
 pub struct Fetcher {
     cache_root: PathBuf,
+    key: CacheKey,
     settings: FetchSettings,
 }
 
 impl Fetcher {
-    pub fn new(cache_root: impl Into<PathBuf>, settings: FetchSettings) -> Self {
-        Fetcher {
-            cache_root: cache_root.into(),
+    /// A fetcher caching under `cache_root`, which is created as needed, with the key that
+    /// names its source directories (made there the first time).
+    pub fn new(
+        cache_root: impl Into<PathBuf>,
+        settings: FetchSettings,
+    ) -> Result<Self, CacheRootError> {
+        let cache_root = cache_root.into();
+        let key = CacheKey::load_or_create(&cache_root).map_err(|source| CacheRootError {
+            path: cache_root.clone(),
+            source,
+        })?;
+        Ok(Fetcher {
+            cache_root,
+            key,
             settings,
-        }
+        })
     }
 
     pub fn settings(&self) -> &FetchSettings {
         &self.settings
     }
 
+    /// The keyed digest of a Secret's payload (`None` for any other object), under this
+    /// instance's key (see the `cache` module); see [`arbor_policy::secret`].
+    pub fn payload_digest(&self, object: &serde_json::Value) -> Option<String> {
+        arbor_policy::secret::canonical_payload(object)
+            .map(|payload| self.key.payload_digest(&payload))
+    }
+
     /// The cache directory of a source.
     pub fn cache_dir(&self, id: &SourceId) -> PathBuf {
-        self.cache_root.join(id.directory_name())
+        self.cache_root.join(self.key.directory_name(id))
     }
 
     /// Brings the commit that `source.reference` names into the source's cache.
@@ -179,6 +205,16 @@ impl Fetcher {
     ) -> Result<FetchedCommit, FetchError> {
         let redacted_url = remote_url::redact(&source.url);
         let fail = |kind| FetchError::new(&source.id, &redacted_url, kind);
+        if let Ok(url) = RemoteUrl::parse(&source.url)
+            && url.transport == Transport::Local
+        {
+            local::check(
+                &url.path,
+                self.settings.allow_file_repositories,
+                &self.cache_root,
+            )
+            .map_err(fail)?;
+        }
         let cache = SourceCache::open_for_fetch(&self.cache_dir(&source.id), &redacted_url)
             .map_err(fail)?;
 

@@ -8,7 +8,7 @@
 //! | Explain | the declarations of an object and the row of seeds/000's table that applies to it now: the inputs (columns), the action, the rule (`seeds/000 row N`) and the reason with the row's id |
 //! | TriggerSync | a full round of the source now; with `wait`, answers after it finished (at most two minutes) |
 //! | ReportDrift | re-applies each reported object at once through the table (an unlabelled object is still left alone); objects no source declares come back as `unknown` |
-//! | GetDeclared | the object as gitsync applies it, with its source, file, commit and compare fields, for the webhook's drift prevention |
+//! | GetDeclared | the object as gitsync applies it (a Secret without `data` and `stringData`), with its source, file, commit and compare fields, for the webhook's drift prevention |
 //!
 //! Everything is read from the controllers' [`Registry`](crate::controller::Registry) except
 //! the live objects Explain and ReportDrift need, which are read from the API server.
@@ -506,8 +506,11 @@ impl SyncService for SyncServiceImpl {
         let Some((source, commit, record)) = declared else {
             return Ok(Response::new(proto::GetDeclaredResponse::default()));
         };
-        let object_json = serde_json::to_string(&record.desired)
-            .map_err(|error| Status::internal(error.to_string()))?;
+        // A Secret's payload stays inside Secret protection (arbor_policy::secret): the answer
+        // carries the rest of the object, which drift prevention compares.
+        let object_json =
+            serde_json::to_string(&arbor_policy::secret::without_payload(&record.desired))
+                .map_err(|error| Status::internal(error.to_string()))?;
         Ok(Response::new(proto::GetDeclaredResponse {
             declared: true,
             object_json,

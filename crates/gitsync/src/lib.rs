@@ -5,7 +5,8 @@
 //! each in its own module.
 //!
 //! 1. **Fetch** ([`fetch`]): fetch the repository with git2 into the source's cache directory
-//!    (https with basic or token auth, ssh with a deploy key and known_hosts, file://) and check
+//!    (https with basic or token auth, ssh with a deploy key and known_hosts, and file:// only
+//!    with `--allow-file-repositories`, never into the cache) and check
 //!    out the tree of one commit at its subPath.
 //! 2. **Parse**: from that directory to the state it declares.
 //!    - [`tree`] reads the `.yaml`, `.yml` and `.json` files (hidden entries and symbolic links

@@ -74,6 +74,18 @@ pub struct Args {
     /// Where repositories are cached.
     #[arg(long, env = "ARBOR_CACHE_DIR", default_value = "/var/cache/arbor")]
     pub cache_dir: PathBuf,
+
+    /// Accept `file://` repository URLs. They read the controller's own file system, so this is
+    /// for tests and demos only; even then no source may fetch from the cache directory.
+    #[arg(
+        long,
+        env = "ARBOR_ALLOW_FILE_REPOSITORIES",
+        default_value_t = false,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub allow_file_repositories: bool,
 }
 
 fn parse_fraction(text: &str) -> Result<f64, String> {
@@ -109,7 +121,10 @@ impl Args {
             prune_window: self.prune_window,
             resync_period: self.resync_period,
             cache_dir: self.cache_dir.clone(),
-            fetch: FetchSettings::default(),
+            fetch: FetchSettings {
+                allow_file_repositories: self.allow_file_repositories,
+                ..FetchSettings::default()
+            },
             crd_patience: Duration::from_secs(30),
         })
     }
@@ -188,9 +203,15 @@ pub async fn start(
         controller: "arbor-gitsync".into(),
         instance: component.args().leader_election.identity.clone(),
     };
+    let fetcher = Fetcher::new(&settings.cache_dir, settings.fetch.clone()).map_err(|error| {
+        RunError::CacheDir {
+            path: error.path,
+            source: error.source,
+        }
+    })?;
     let ctx = Context {
         client: client.clone(),
-        fetcher: Fetcher::new(&settings.cache_dir, settings.fetch.clone()),
+        fetcher,
         applier: Applier::new(Discovery::new(client.clone()), settings.label.clone()),
         settings: Arc::new(settings),
         registry: Arc::new(registry),

@@ -34,16 +34,41 @@ pub struct SourceTree {
     pub skipped: Vec<SkippedFile>,
 }
 
+/// How many directories deep a source tree may nest. No configuration repository comes near
+/// it, and every level costs path length: at this depth a checkout's paths still fit in
+/// `PATH_MAX` with names of about a dozen characters. Deeper trees are refused with an error
+/// naming the directory, never walked (the checkout and the reader use the same bound).
+pub const MAX_DEPTH: usize = 256;
+
 /// Reads every source file under `root`.
+///
+/// The walk keeps its own stack of directories rather than recursing, so a hostile tree
+/// cannot exhaust the thread's stack; a directory deeper than [`MAX_DEPTH`] is an error.
 pub fn read_tree(root: &Path) -> Result<SourceTree, LoadError> {
     let mut tree = SourceTree::default();
-    walk(root, "", &mut tree)?;
+    let mut pending = vec![(root.to_path_buf(), String::new(), 0_usize)];
+    while let Some((dir, relative, depth)) = pending.pop() {
+        if depth > MAX_DEPTH {
+            return Err(LoadError::TooDeep {
+                path: relative,
+                limit: MAX_DEPTH,
+            });
+        }
+        read_dir(&dir, &relative, depth, &mut tree, &mut pending)?;
+    }
     tree.files.sort_by(|a, b| a.path.cmp(&b.path));
     tree.skipped.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(tree)
 }
 
-fn walk(dir: &Path, relative: &str, tree: &mut SourceTree) -> Result<(), LoadError> {
+/// Reads the entries of one directory: files into `tree`, subdirectories onto `pending`.
+fn read_dir(
+    dir: &Path,
+    relative: &str,
+    depth: usize,
+    tree: &mut SourceTree,
+    pending: &mut Vec<(PathBuf, String, usize)>,
+) -> Result<(), LoadError> {
     let entries = fs::read_dir(dir).map_err(|e| LoadError::io(dir, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| LoadError::io(dir, e))?;
@@ -67,7 +92,7 @@ fn walk(dir: &Path, relative: &str, tree: &mut SourceTree) -> Result<(), LoadErr
         } else if file_type.is_symlink() {
             tree.skipped.push(skip("symbolic links are not followed"));
         } else if file_type.is_dir() {
-            walk(&path, &relative_path, tree)?;
+            pending.push((path, relative_path, depth + 1));
         } else if let Some(format) = Format::of(name) {
             let bytes = fs::read(&path).map_err(|e| LoadError::io(&path, e))?;
             tree.files.push(RawFile {
@@ -129,6 +154,26 @@ mod tests {
         let tree = read_tree(dir.path()).unwrap();
         assert!(tree.files.is_empty());
         assert_eq!(tree.skipped[0].path, "link");
+    }
+
+    #[test]
+    fn trees_deeper_than_the_bound_are_refused_naming_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep: PathBuf = std::iter::repeat_n("d", MAX_DEPTH + 1).collect();
+        fs::create_dir_all(dir.path().join(&deep)).unwrap();
+        fs::write(dir.path().join("ok.yaml"), "a: 1").unwrap();
+        match read_tree(dir.path()) {
+            Err(LoadError::TooDeep { path, limit }) => {
+                assert_eq!(limit, MAX_DEPTH);
+                assert_eq!(path, deep.to_str().unwrap());
+            }
+            other => panic!("expected TooDeep, got {other:?}"),
+        }
+        let at_bound: PathBuf = std::iter::repeat_n("d", MAX_DEPTH).collect();
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join(&at_bound)).unwrap();
+        fs::write(dir.path().join(&at_bound).join("x.yaml"), "a: 1").unwrap();
+        assert_eq!(read_tree(dir.path()).unwrap().files.len(), 1);
     }
 
     #[test]

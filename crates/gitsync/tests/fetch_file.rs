@@ -11,7 +11,14 @@ use support::git_repo::GitRepo;
 use support::{assert_kind, branch, fetch_error, source};
 
 fn fetcher(cache: &tempfile::TempDir) -> Fetcher {
-    Fetcher::new(cache.path(), FetchSettings::default())
+    Fetcher::new(cache.path(), allowing_file_urls()).unwrap()
+}
+
+fn allowing_file_urls() -> FetchSettings {
+    FetchSettings {
+        allow_file_repositories: true,
+        ..FetchSettings::default()
+    }
 }
 
 #[test]
@@ -172,6 +179,68 @@ fn sources_never_share_a_cache_directory() {
 }
 
 #[test]
+fn file_urls_are_refused_unless_the_instance_allows_them() {
+    let repo = GitRepo::new("repo");
+    let cache = tempfile::tempdir().unwrap();
+    let fetcher = Fetcher::new(cache.path(), FetchSettings::default()).unwrap();
+    let app = source("app", &repo.file_url(), branch("main"), Credentials::None);
+    let error = fetcher.fetch(&app).unwrap_err();
+    assert_kind!(error, FetchErrorKind::InvalidSource { .. });
+    assert!(
+        error.to_string().contains("--allow-file-repositories"),
+        "{error}"
+    );
+}
+
+#[test]
+fn cache_directories_cannot_be_derived_from_a_sources_name() {
+    let repo = GitRepo::new("repo");
+    let cache = tempfile::tempdir().unwrap();
+    let app = source(
+        "flat-app",
+        &repo.file_url(),
+        branch("main"),
+        Credentials::None,
+    );
+    let dir = fetcher(&cache).cache_dir(&app.id);
+    let name = dir.file_name().unwrap().to_str().unwrap().to_owned();
+    assert!(!name.contains("flat-app"), "{name}");
+    // The key lives in the cache root: the same directory after a restart, another elsewhere.
+    assert_eq!(fetcher(&cache).cache_dir(&app.id), dir);
+    let other = tempfile::tempdir().unwrap();
+    let elsewhere = fetcher(&other).cache_dir(&app.id);
+    assert_ne!(elsewhere.file_name(), dir.file_name());
+}
+
+#[test]
+fn a_source_cannot_fetch_another_sources_cache() {
+    let repo = GitRepo::new("repo");
+    let cache = tempfile::tempdir().unwrap();
+    let fetcher = fetcher(&cache);
+    let victim = source(
+        "victim",
+        &repo.file_url(),
+        branch("main"),
+        Credentials::None,
+    );
+    let fetched = fetcher.fetch(&victim).unwrap();
+    let stolen = format!(
+        "file://{}",
+        fetcher.cache_dir(&victim.id).join("repo.git").display()
+    );
+    let mut thief = source(
+        "thief",
+        &stolen,
+        GitReference::Commit(fetched.commit),
+        Credentials::None,
+    );
+    thief.id = SourceId::git_track("emptyns", "thief");
+    let error = fetcher.fetch(&thief).unwrap_err();
+    assert_kind!(error, FetchErrorKind::InvalidSource { .. });
+    assert!(error.to_string().contains("cache directory"), "{error}");
+}
+
+#[test]
 fn a_source_whose_url_changes_gets_a_fresh_cache() {
     let first_repo = GitRepo::new("first");
     first_repo.commit(
@@ -301,9 +370,9 @@ fn checkout_keeps_only_the_latest_few_trees() {
     let cache = tempfile::tempdir().unwrap();
     let settings = FetchSettings {
         keep_checkouts: 2,
-        ..FetchSettings::default()
+        ..allowing_file_urls()
     };
-    let fetcher = Fetcher::new(cache.path(), settings);
+    let fetcher = Fetcher::new(cache.path(), settings).unwrap();
     let app = source("app", &repo.file_url(), branch("main"), Credentials::None);
     let mut dirs = Vec::new();
     for round in 0..4 {

@@ -52,7 +52,7 @@ fn main_with_password(server: &GitHttpServer, repo: &GitRepo) -> GitSource {
 }
 
 fn fetcher(cache: &tempfile::TempDir) -> Fetcher {
-    Fetcher::new(cache.path(), FetchSettings::default())
+    Fetcher::new(cache.path(), FetchSettings::default()).unwrap()
 }
 
 #[test]
@@ -231,7 +231,7 @@ fn fetch_error_from_silent_server(scheme: &str) -> FetchError {
         timeout: Duration::from_secs(2),
         ..FetchSettings::default()
     };
-    let fetcher = Fetcher::new(cache.path(), settings);
+    let fetcher = Fetcher::new(cache.path(), settings).unwrap();
     let url = format!("{scheme}://127.0.0.1:{}/repo", server.port());
     let app = source("app", &url, branch("main"), Credentials::None);
     within(Duration::from_secs(60), move || fetcher.fetch(&app)).unwrap_err()

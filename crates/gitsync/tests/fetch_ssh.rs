@@ -45,7 +45,7 @@ fn setup() -> Setup {
 
 impl Setup {
     fn fetcher(&self) -> Fetcher {
-        Fetcher::new(self.cache.path(), FetchSettings::default())
+        Fetcher::new(self.cache.path(), FetchSettings::default()).unwrap()
     }
 
     fn url(&self) -> String {
@@ -143,4 +143,35 @@ fn an_ssh_url_without_a_deploy_key_is_refused_before_connecting() {
     ));
 
     assert_kind!(err, FetchErrorKind::InvalidSource { .. });
+}
+
+/// #16.6: `ssh-keyscan -H` writes hashed host names (`|1|salt|hash`), OpenSSH's default where
+/// `HashKnownHosts yes`. They used to be refused as "not in known_hosts".
+#[test]
+fn a_hashed_known_hosts_from_ssh_keyscan_is_accepted() {
+    let setup = setup();
+    let head = setup.repo.commit("deploy/ssh.yaml", "via: ssh\n", "Hashed");
+    let scan = std::process::Command::new("ssh-keyscan")
+        .args(["-H", "-p", &setup.sshd.port().to_string(), "127.0.0.1"])
+        .output()
+        .expect("ssh-keyscan (openssh-client) runs");
+    let known_hosts = String::from_utf8(scan.stdout).unwrap();
+    assert!(
+        known_hosts.lines().any(|line| line.starts_with("|1|")),
+        "ssh-keyscan -H wrote hashed lines: {known_hosts}"
+    );
+    assert!(!known_hosts.contains("127.0.0.1"), "{known_hosts}");
+    let credentials = deploy_key(&setup.key.private_key, known_hosts.clone());
+    let app = source("app", &setup.url(), branch("main"), credentials);
+
+    assert_eq!(setup.fetcher().fetch(&app).unwrap().commit, head);
+
+    // The same hashed lines, marked @revoked, refuse the key.
+    let revoked: String = known_hosts
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .map(|line| format!("{line}\n@revoked {line}\n"))
+        .collect();
+    let err = fetch_error_with_known_hosts(&setup, revoked);
+    assert_kind!(err, FetchErrorKind::HostKey(HostKeyError::Revoked { .. }));
 }

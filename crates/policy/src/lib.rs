@@ -12,6 +12,7 @@
 //! | [`ownership`] | seeds/002: the resource ownership matrix and both controller reconcile matrices |
 //! | [`propagation`] | seeds/001 and seeds/003: namespace roles, propagation, copies, tree rules |
 //! | [`observe`] | seeds/004: observer schemas, projection, comparison and the observer lifecycle |
+//! | [`secret`] | issue #23.4: a Secret's payload is never copied outside Secret protection |
 //!
 //! Each module's documentation carries the table that maps every seed row and bullet to the
 //! test that shows it.
@@ -22,4 +23,5 @@ pub mod object;
 pub mod observe;
 pub mod ownership;
 pub mod propagation;
+pub mod secret;
 pub mod sync;

@@ -192,6 +192,8 @@ impl System {
                 resync.into(),
                 "--cache-dir".into(),
                 cache.into(),
+                // The demo's and the tests' repositories are local directories.
+                "--allow-file-repositories".into(),
             ];
             self.gitsync = Some(self.start_controller("gitsync", extra).await?);
         }

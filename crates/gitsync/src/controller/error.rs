@@ -21,9 +21,11 @@ pub const MANAGEMENT_CONFLICT: &str = "ARB3020";
 pub const DELETION_BLOCKED: &str = "ARB3021";
 /// Code: the checkout or the local tree could not be read.
 pub const CHECKOUT_FAILED: &str = "ARB3009";
+/// Code: a round panicked; caught and reported for its source alone.
+pub const ROUND_PANICKED: &str = "ARB3015";
 
 /// Every code the controller reports, in order; each has a section in `docs/error-codes.md`.
-pub const CODES: [&str; 11] = [
+pub const CODES: [&str; 12] = [
     FETCH_FAILED,
     SECRET_INVALID,
     crate::apply::error::KIND_NOT_SERVED,
@@ -35,6 +37,7 @@ pub const CODES: [&str; 11] = [
     CHECKOUT_FAILED,
     MANAGEMENT_CONFLICT,
     DELETION_BLOCKED,
+    ROUND_PANICKED,
 ];
 
 /// A failure that ends a round or a finalizer early; the next attempt retries.

@@ -50,6 +50,7 @@ fn load_blocking(fetcher: &Fetcher, request: LoadRequest) -> Result<Loaded, Cont
         credentials: request.credentials,
     };
     let FetchedCommit { commit, time, .. } = fetcher.fetch(&source)?;
+    let id = request.id;
     if request.known_commit.as_deref() == Some(commit.as_str()) {
         return Ok(Loaded {
             commit,
@@ -59,7 +60,7 @@ fn load_blocking(fetcher: &Fetcher, request: LoadRequest) -> Result<Loaded, Cont
     }
     // The whole tree is checked out and the loader resolves subPath, so a missing subPath is
     // reported like every other source error (ARB1006), with its code.
-    let checkout = fetcher.checkout(&request.id, &commit, "")?;
+    let checkout = fetcher.checkout(&id, &commit, "")?;
     let options = LoadOptions {
         layout: request.layout,
         sub_path: request.sub_path,
@@ -67,7 +68,7 @@ fn load_blocking(fetcher: &Fetcher, request: LoadRequest) -> Result<Loaded, Cont
     let parsed = match load(&checkout, &options) {
         Ok(state) => Ok(state),
         Err(LoadError::Invalid(errors)) => Err(errors),
-        Err(error @ LoadError::Io { .. }) => return Err(ControllerError::Load(error.to_string())),
+        Err(error) => return Err(ControllerError::Load(format!("{id} at {commit}: {error}"))),
     };
     Ok(Loaded {
         commit,

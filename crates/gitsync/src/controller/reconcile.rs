@@ -274,7 +274,7 @@ async fn reconcile_source<K: SourceKind>(
         return deletion::run(&ctx, &source, &handle).await;
     }
     deletion::ensure_finalizer(&ctx, &source, &handle).await?;
-    let result = round::run(&ctx, &handle).await;
+    let result = catch_round(&handle.reference, round::run(&ctx, &handle)).await;
     let written = report::<K>(&ctx, &handle, &result).await;
     ctx.registry.round_finished(&handle.reference);
     written?;
@@ -284,6 +284,55 @@ async fn reconcile_source<K: SourceKind>(
     Ok(Action::requeue(
         handle.poll_interval.min(ctx.settings.resync_period),
     ))
+}
+
+/// Runs one round, turning a panic into a failure of this source alone: the controller's
+/// stream drives every source of the kind, so an unwinding round would stop them all.
+async fn catch_round(
+    source: &SourceRef,
+    round: impl std::future::Future<Output = RoundResult>,
+) -> RoundResult {
+    // The round's shared state (registry, caches) is behind poison-tolerant locks and is
+    // rebuilt by the next round, so observing it after an unwind is safe.
+    match futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(round)).await {
+        Ok(result) => result,
+        Err(panic) => {
+            let message = format!(
+                "the round of {} stopped unexpectedly ({}); the other sources are unaffected and \
+                 this one is retried",
+                source,
+                panic_message(panic.as_ref())
+            );
+            tracing::error!(%source, %message, "round panicked");
+            round_failure(message)
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("panic")
+}
+
+fn round_failure(message: String) -> RoundResult {
+    RoundResult {
+        report: Some(status::RoundReport::stopped(
+            Outcome::Failed {
+                reason: arbor_api::condition::reasons::APPLY_FAILED,
+                message: message.clone(),
+            },
+            vec![arbor_api::source::SourceError {
+                code: super::error::ROUND_PANICKED.to_owned(),
+                file: None,
+                object: None,
+                message,
+            }],
+        )),
+        ..RoundResult::default()
+    }
 }
 
 /// Removes the allow-mass-prune annotation after the round it let past the guard: it allows one
@@ -516,4 +565,28 @@ fn retry_tracking<K: TrackingKind>(
     tracing::warn!(kind = %K::kind(&()), object = %object_name(&object), %error, "finalizer failed");
     ctx.metrics.count_error(error.code());
     Action::requeue(RETRY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_round_fails_its_source_alone() {
+        let source = SourceRef::GitTrack {
+            namespace: "shop".into(),
+            name: "app".into(),
+        };
+        let result = catch_round(&source, async { panic!("deliberate") }).await;
+        let report = result.report.expect("a panicked round is reported");
+        let Outcome::Failed { message, .. } = &report.outcome else {
+            panic!("expected a failure, got {:?}", report.outcome);
+        };
+        assert!(message.contains("GitTrack/shop/app"), "{message}");
+        assert!(message.contains("deliberate"), "{message}");
+        assert_eq!(report.errors[0].code, super::super::error::ROUND_PANICKED);
+
+        let fine = catch_round(&source, async { RoundResult::default() }).await;
+        assert!(fine.report.is_none());
+    }
 }

@@ -40,8 +40,10 @@ const MAX_NAME: usize = 253;
 
 /// A GitTrackObject or ClusterGitTrackObject, as the controllers use it.
 pub trait TrackingKind: Resource<DynamicType = ()> + Clone {
-    /// The declared object it tracks.
+    /// The declared object it tracks (a Secret without its payload).
     fn data(&self) -> &Value;
+    /// The digest of a Secret's payload.
+    fn payload_digest(&self) -> Option<&str>;
     /// Its stored status conditions.
     fn conditions(&self) -> &[Condition];
 }
@@ -49,6 +51,10 @@ pub trait TrackingKind: Resource<DynamicType = ()> + Clone {
 impl TrackingKind for GitTrackObject {
     fn data(&self) -> &Value {
         &self.spec.object.data
+    }
+
+    fn payload_digest(&self) -> Option<&str> {
+        self.spec.object.payload_digest.as_deref()
     }
 
     fn conditions(&self) -> &[Condition] {
@@ -61,6 +67,10 @@ impl TrackingKind for GitTrackObject {
 impl TrackingKind for ClusterGitTrackObject {
     fn data(&self) -> &Value {
         &self.spec.object.data
+    }
+
+    fn payload_digest(&self) -> Option<&str> {
+        self.spec.object.payload_digest.as_deref()
     }
 
     fn conditions(&self) -> &[Condition] {
@@ -88,6 +98,7 @@ pub struct Tracked {
     pub namespace: Option<String>,
     pub meta: ObjectMeta,
     pub data: Value,
+    pub payload_digest: Option<String>,
     pub conditions: Vec<Condition>,
 }
 
@@ -107,6 +118,7 @@ impl Tracked {
             namespace,
             meta: object.meta().clone(),
             data,
+            payload_digest: object.payload_digest().map(str::to_owned),
             conditions: object.conditions().to_vec(),
         })
     }
@@ -231,7 +243,9 @@ where
     Ok(objects)
 }
 
-/// The tracking object `planned` needs, as applied.
+/// The tracking object `planned` needs, as applied. A Secret's payload is not copied into it,
+/// only its digest ([`arbor_policy::secret`]): the applier takes the payload from the parsed
+/// repository, and a finalizer needs only the object's identity.
 fn desired_tracking(ctx: &Context, handle: &SourceHandle, planned: &PlannedObject) -> Value {
     let (kind, namespace) = match &planned.tracking {
         TrackingObject::GitTrackObject { namespace } => ("GitTrackObject", Some(namespace)),
@@ -248,16 +262,20 @@ fn desired_tracking(ctx: &Context, handle: &SourceHandle, planned: &PlannedObjec
     if let Some(namespace) = namespace {
         metadata["namespace"] = json!(namespace);
     }
-    json!({
+    let mut tracking = json!({
         "apiVersion": API_VERSION,
         "kind": kind,
         "metadata": metadata,
         "spec": {
             "name": planned.key.name,
             "kind": planned.key.group_kind.kind,
-            "data": planned.desired,
+            "data": arbor_policy::secret::without_payload(&planned.desired),
         },
-    })
+    });
+    if let Some(digest) = ctx.fetcher.payload_digest(&planned.desired) {
+        tracking["spec"]["payloadDigest"] = json!(digest);
+    }
+    tracking
 }
 
 fn deletion_policy_text(policy: DeletionPolicy) -> &'static str {
@@ -345,7 +363,10 @@ fn is_current(existing: &Tracked, desired: &Value) -> bool {
                 .and_then(|annotations| annotations.get(key))
                 .is_some_and(|found| Some(found.as_str()) == value.as_str())
         });
-    finalized && annotations_match && existing.data == desired["spec"]["data"]
+    finalized
+        && annotations_match
+        && existing.data == desired["spec"]["data"]
+        && existing.payload_digest.as_deref() == desired["spec"]["payloadDigest"].as_str()
 }
 
 /// Deletes a tracking object; its finalizer then decides about the live object.

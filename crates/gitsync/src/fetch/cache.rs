@@ -1,7 +1,8 @@
 //! The cache directory of one source:
 //!
 //! ```text
-//! <cache root>/<SourceId::directory_name>/
+//! <cache root>/.source-key   the key that names the source directories (0600, made once)
+//! <cache root>/<kind>-<keyed hash of the SourceId>/
 //!   lock          held (flock) while a fetch or checkout uses the directory
 //!   repo.git/     bare repository; objects accumulate across fetches
 //!   checkouts/    materialised trees, one directory per tree id (see `checkout`)
@@ -9,13 +10,96 @@
 //!
 //! The bare repository records the URL it was filled from (`arbor.url`). When a source's URL
 //! changes, the repository is recreated rather than mixing two repositories' objects.
+//!
+//! A directory is named by an HMAC-SHA256 of the source's identity under a random key kept in
+//! the cache root, not by the identity itself: a tenant who knows another source's namespace
+//! and name cannot compute where its cache is (issue #23: `file://…/gittrack_<ns>_<name>/repo.git`
+//! read another tenant's repository). The key survives restarts, so caches are reused.
 
 use std::fs::{self, File};
+use std::io::{self, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use git2::Repository;
+use ring::hmac;
+use ring::rand::{SecureRandom as _, SystemRandom};
 
 use super::error::FetchErrorKind;
+use super::source::SourceId;
+
+/// The key file, under the cache root.
+const KEY_FILE: &str = ".source-key";
+const KEY_LEN: usize = 32;
+/// Bytes of the HMAC kept in a directory name (128 bits: no collision, no guess).
+const NAME_BYTES: usize = 16;
+
+/// The key that names source directories.
+#[derive(Clone, Debug)]
+pub(crate) struct CacheKey(hmac::Key);
+
+impl CacheKey {
+    /// Reads the key under `root`, making one (from the system's random source) the first time.
+    pub fn load_or_create(root: &Path) -> io::Result<CacheKey> {
+        fs::create_dir_all(root)?;
+        let path = root.join(KEY_FILE);
+        let bytes = match fs::read(&path) {
+            Ok(bytes) if bytes.len() == KEY_LEN => bytes,
+            Ok(_) => create_key(root, &path)?,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => create_key(root, &path)?,
+            Err(err) => return Err(err),
+        };
+        Ok(CacheKey(hmac::Key::new(hmac::HMAC_SHA256, &bytes)))
+    }
+
+    /// The directory name of `id`: its kind, for people, and the keyed hash of its identity.
+    pub fn directory_name(&self, id: &SourceId) -> String {
+        let tag = hmac::sign(&self.0, id.canonical_name().as_bytes());
+        let hash: String = tag.as_ref()[..NAME_BYTES]
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        format!("{}-{hash}", id.kind().directory_prefix())
+    }
+}
+
+impl CacheKey {
+    /// A keyed digest of a Secret's payload (`hmac-sha256:<hex>`): enough to notice that it
+    /// changed, useless for guessing it (a plain hash of a short password is not). The input is
+    /// prefixed so that no digest equals a directory name's hash.
+    pub fn payload_digest(&self, payload: &[u8]) -> String {
+        let mut context = hmac::Context::with_key(&self.0);
+        context.update(b"arbor secret payload\0");
+        context.update(payload);
+        let hex: String = context
+            .sign()
+            .as_ref()
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        format!("hmac-sha256:{hex}")
+    }
+}
+
+/// Writes a new random key (readable by the owner only) under a temporary name and renames it
+/// into place, so a reader never sees half a key.
+fn create_key(root: &Path, path: &Path) -> io::Result<Vec<u8>> {
+    let mut key = vec![0_u8; KEY_LEN];
+    SystemRandom::new()
+        .fill(&mut key)
+        .map_err(|_| io::Error::other("the system's random source failed"))?;
+    let temp = root.join(format!("{KEY_FILE}.{}", std::process::id()));
+    let mut file = File::options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temp)?;
+    file.write_all(&key)?;
+    file.sync_all()?;
+    fs::rename(&temp, path)?;
+    Ok(key)
+}
 
 const URL_CONFIG_KEY: &str = "arbor.url";
 /// The ref that points at the last fetched commit.

@@ -22,6 +22,7 @@ use std::time::SystemTime;
 use git2::{ObjectType, Oid, Repository, Tree};
 
 use super::error::CheckoutErrorKind;
+use crate::tree::MAX_DEPTH;
 
 const TEMP_PREFIX: &str = ".tmp-";
 const EXECUTABLE_MODE: i32 = 0o100755;
@@ -102,37 +103,63 @@ fn subtree<'r>(
         })
 }
 
+/// Writes `tree` into `dir` (which exists). Subtrees go on an explicit stack instead of the
+/// call stack, so a hostile repository nesting directories thousands deep cannot overflow the
+/// thread; a subtree deeper than [`MAX_DEPTH`] fails the checkout, naming its path.
 fn write_tree(repo: &Repository, tree: &Tree<'_>, dir: &Path) -> Result<(), CheckoutErrorKind> {
-    for entry in tree.iter() {
-        let name = entry.name_bytes();
-        if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
-            return Err(CheckoutErrorKind::UnsafePath {
-                path: format!("{}/{}", dir.display(), String::from_utf8_lossy(name)),
-            });
-        }
-        let path = dir.join(OsStr::from_bytes(name));
-        let git = |err: git2::Error| CheckoutErrorKind::Git {
-            detail: format!("{}: {}", path.display(), err.message()),
+    let mut pending = vec![(tree.id(), dir.to_path_buf(), String::new())];
+    while let Some((id, dir, relative)) = pending.pop() {
+        let depth = if relative.is_empty() {
+            0
+        } else {
+            relative.matches('/').count() + 1
         };
-        match entry.kind() {
-            Some(ObjectType::Tree) => {
-                fs::create_dir(&path).map_err(|err| io_error(&path, err))?;
-                let child = repo.find_tree(entry.id()).map_err(git)?;
-                write_tree(repo, &child, &path)?;
+        let tree = repo.find_tree(id).map_err(|err| CheckoutErrorKind::Git {
+            detail: format!("{}: {}", dir.display(), err.message()),
+        })?;
+        for entry in tree.iter() {
+            let name = entry.name_bytes();
+            if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
+                return Err(CheckoutErrorKind::UnsafePath {
+                    path: format!("{}/{}", dir.display(), String::from_utf8_lossy(name)),
+                });
             }
-            Some(ObjectType::Blob) if entry.filemode() == SYMLINK_MODE => {
-                tracing::warn!(path = %path.display(), "not materialising a symbolic link");
-            }
-            Some(ObjectType::Blob) => {
-                let blob = repo.find_blob(entry.id()).map_err(git)?;
-                fs::write(&path, blob.content()).map_err(|err| io_error(&path, err))?;
-                if entry.filemode() == EXECUTABLE_MODE {
-                    fs::set_permissions(&path, fs::Permissions::from_mode(0o755))
-                        .map_err(|err| io_error(&path, err))?;
+            let path = dir.join(OsStr::from_bytes(name));
+            match entry.kind() {
+                Some(ObjectType::Tree) => {
+                    let name = String::from_utf8_lossy(name);
+                    let child = if relative.is_empty() {
+                        name.into_owned()
+                    } else {
+                        format!("{relative}/{name}")
+                    };
+                    if depth + 1 > MAX_DEPTH {
+                        return Err(CheckoutErrorKind::TooDeep {
+                            path: child,
+                            limit: MAX_DEPTH,
+                        });
+                    }
+                    fs::create_dir(&path).map_err(|err| io_error(&path, err))?;
+                    pending.push((entry.id(), path, child));
                 }
-            }
-            _ => {
-                tracing::warn!(path = %path.display(), "not materialising a submodule");
+                Some(ObjectType::Blob) if entry.filemode() == SYMLINK_MODE => {
+                    tracing::warn!(path = %path.display(), "not materialising a symbolic link");
+                }
+                Some(ObjectType::Blob) => {
+                    let blob =
+                        repo.find_blob(entry.id())
+                            .map_err(|err| CheckoutErrorKind::Git {
+                                detail: format!("{}: {}", path.display(), err.message()),
+                            })?;
+                    fs::write(&path, blob.content()).map_err(|err| io_error(&path, err))?;
+                    if entry.filemode() == EXECUTABLE_MODE {
+                        fs::set_permissions(&path, fs::Permissions::from_mode(0o755))
+                            .map_err(|err| io_error(&path, err))?;
+                    }
+                }
+                _ => {
+                    tracing::warn!(path = %path.display(), "not materialising a submodule");
+                }
             }
         }
     }

@@ -7,6 +7,15 @@ use std::time::Duration;
 use super::known_hosts::HostKeyError;
 use super::source::SourceId;
 
+/// The cache root or its key could not be made or read.
+#[derive(Debug, thiserror::Error)]
+#[error("cache directory {}: {source}", path.display())]
+pub struct CacheRootError {
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
 /// A fetch that failed.
 #[derive(Debug, thiserror::Error)]
 #[error("fetching {source_id} from {url}: {kind}")]
@@ -116,6 +125,11 @@ pub enum CheckoutErrorKind {
     /// A subPath or tree entry that would escape the checkout directory.
     #[error("unsafe path {path:?}")]
     UnsafePath { path: String },
+    /// A directory nests deeper than [`crate::tree::MAX_DEPTH`]; nothing below it is written.
+    #[error(
+        "directory {path:?} is nested more than {limit} directories deep; Arbor checks out at most {limit}"
+    )]
+    TooDeep { path: String, limit: usize },
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,

@@ -1,25 +1,40 @@
 //! Verification of an ssh server's host key against the content of a `known_hosts` file.
 //!
 //! The rules are OpenSSH's, restricted to what a deploy configuration needs: host patterns
-//! with `*` / `?` wildcards and `!` negation, `[host]:port` for ports other than 22, and the
-//! `@revoked` marker. A host that no line names, or names only with keys of other types, is
-//! unknown; a host listed with a different key of the same type is a mismatch. Both are refused.
-//! Hashed host names (`|1|…`) and `@cert-authority` lines are not supported; they never match.
+//! with `*` / `?` wildcards and `!` negation, `[host]:port` for ports other than 22, hashed
+//! host names (`|1|<salt>|<hash>`, HMAC-SHA1 of the name keyed with the salt: what
+//! `ssh-keyscan -H` and `HashKnownHosts yes` write), and the `@revoked` marker, which refuses a
+//! key whether its line names the host plainly or hashed. A host that no line names, or names
+//! only with keys of other types, is unknown; a host listed with a different key of the same
+//! type is a mismatch. Both are refused.
+//!
+//! `@cert-authority` lines are read but cannot vouch for a server: the ssh transport (libssh2)
+//! negotiates plain host keys only, never host certificates, so there is no certificate to
+//! check against the authority. A host known only through such a line is refused with an error
+//! that says so and asks for its plain key. Other hash kinds than `|1|` are refused when the
+//! file is read.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use ring::hmac;
 
 /// Why a server's host key was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostKeyError {
     #[error(
-        "host key of {host} ({key_type}) is not in known_hosts{}",
-        if *other_types_listed { " (known_hosts lists keys of other types for this host)" } else { "" }
+        "host key of {host} ({key_type}) is not in known_hosts{}{}",
+        if *other_types_listed { " (known_hosts lists keys of other types for this host)" } else { "" },
+        if *only_cert_authority {
+            " (known_hosts trusts this host only through @cert-authority, which is not \
+             supported: the ssh transport receives plain host keys, not certificates; list the \
+             host's own key, e.g. from ssh-keyscan)"
+        } else { "" }
     )]
     Unknown {
         host: String,
         key_type: String,
         other_types_listed: bool,
+        only_cert_authority: bool,
     },
     #[error("host key of {host} ({key_type}) does not match the key in known_hosts")]
     Mismatch { host: String, key_type: String },
@@ -38,10 +53,19 @@ enum Marker {
     CertAuthority,
 }
 
+/// The hosts a line names.
+#[derive(Debug, Clone)]
+enum Hosts {
+    /// Comma-separated patterns, with wildcards and negations.
+    Patterns(Vec<String>),
+    /// `|1|salt|hash`: the HMAC-SHA1 of the host name, keyed with the salt.
+    Hashed { salt: Vec<u8>, hash: Vec<u8> },
+}
+
 #[derive(Debug, Clone)]
 struct Entry {
     marker: Marker,
-    patterns: Vec<String>,
+    hosts: Hosts,
     key_type: String,
     key: Vec<u8>,
 }
@@ -82,7 +106,7 @@ impl KnownHosts {
                 .map_err(|err| invalid(&format!("the key is not base64: {err}")))?;
             entries.push(Entry {
                 marker,
-                patterns: first.split(',').map(str::to_owned).collect(),
+                hosts: parse_hosts(first).map_err(|reason| invalid(&reason))?,
                 key_type: key_type.to_owned(),
                 key,
             });
@@ -115,6 +139,11 @@ impl KnownHosts {
             .iter()
             .filter(|entry| entry.marker == Marker::None)
             .collect();
+        let only_cert_authority = trusted.is_empty()
+            && self
+                .entries
+                .iter()
+                .any(|entry| entry.marker == Marker::CertAuthority && host_matches(entry, host));
         if trusted.iter().any(|entry| entry.key == presented_key) {
             return Ok(());
         }
@@ -125,6 +154,7 @@ impl KnownHosts {
             host: host.to_owned(),
             key_type,
             other_types_listed: !trusted.is_empty(),
+            only_cert_authority,
         })
     }
 }
@@ -136,11 +166,48 @@ fn wire_key_type(blob: &[u8]) -> Option<String> {
     String::from_utf8(name.to_vec()).ok()
 }
 
-/// Whether `host` matches the entry's patterns: some positive pattern matches and no negated
-/// one does.
+/// The hosts field of a line: `|1|salt|hash` or comma-separated patterns.
+fn parse_hosts(field: &str) -> Result<Hosts, String> {
+    let Some(hashed) = field.strip_prefix('|') else {
+        return Ok(Hosts::Patterns(
+            field.split(',').map(str::to_owned).collect(),
+        ));
+    };
+    let mut parts = hashed.split('|');
+    let (Some(kind), Some(salt), Some(hash), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("a hashed host name must be |1|<salt>|<hash>".to_owned());
+    };
+    if kind != "1" {
+        return Err(format!(
+            "hashed host names of kind |{kind}| are not supported (only OpenSSH's |1|, \
+             HMAC-SHA1)"
+        ));
+    }
+    let decode = |what: &str, text: &str| {
+        BASE64
+            .decode(text)
+            .map_err(|err| format!("the hashed host name's {what} is not base64: {err}"))
+    };
+    let (salt, hash) = (decode("salt", salt)?, decode("hash", hash)?);
+    if hash.len() != 20 {
+        return Err("the hashed host name's hash is not 20 bytes (HMAC-SHA1)".to_owned());
+    }
+    Ok(Hosts::Hashed { salt, hash })
+}
+
+/// Whether `host` matches the entry: its hash, or some positive pattern and no negated one.
 fn host_matches(entry: &Entry, host: &str) -> bool {
+    let patterns = match &entry.hosts {
+        Hosts::Hashed { salt, hash } => {
+            let key = hmac::Key::new(hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, salt);
+            return hmac::verify(&key, host.as_bytes(), hash).is_ok();
+        }
+        Hosts::Patterns(patterns) => patterns,
+    };
     let mut matched = false;
-    for pattern in &entry.patterns {
+    for pattern in patterns {
         if let Some(negated) = pattern.strip_prefix('!') {
             if wildcard_match(negated.as_bytes(), host.as_bytes()) {
                 return false;
@@ -257,6 +324,76 @@ mod tests {
             known.verify("git.example.com", &key),
             Err(HostKeyError::Revoked { .. })
         ));
+    }
+
+    /// A hashed host field as OpenSSH writes it, with a fixed salt.
+    fn hashed(host: &str) -> String {
+        let salt = b"0123456789abcdefghij";
+        let key = hmac::Key::new(hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, salt);
+        let tag = hmac::sign(&key, host.as_bytes());
+        format!("|1|{}|{}", BASE64.encode(salt), BASE64.encode(tag.as_ref()))
+    }
+
+    #[test]
+    fn hashed_host_names_match_only_their_host() {
+        let key = blob("ssh-ed25519", b"server");
+        let known = KnownHosts::parse(&line(&hashed("[127.0.0.1]:2222"), &key)).unwrap();
+        assert_eq!(known.verify("[127.0.0.1]:2222", &key), Ok(()));
+        assert!(matches!(
+            known.verify("[127.0.0.1]:2223", &key),
+            Err(HostKeyError::Unknown { .. })
+        ));
+        let other = blob("ssh-ed25519", b"impostor");
+        assert!(matches!(
+            known.verify("[127.0.0.1]:2222", &other),
+            Err(HostKeyError::Mismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn a_hashed_revoked_line_refuses_the_key() {
+        let key = blob("ssh-ed25519", b"server");
+        let content = format!(
+            "{}\n@revoked {}",
+            line("git.example.com", &key),
+            line(&hashed("git.example.com"), &key)
+        );
+        let known = KnownHosts::parse(&content).unwrap();
+        assert!(matches!(
+            known.verify("git.example.com", &key),
+            Err(HostKeyError::Revoked { .. })
+        ));
+    }
+
+    #[test]
+    fn a_host_known_only_through_a_cert_authority_is_refused_saying_why() {
+        let key = blob("ssh-ed25519", b"server");
+        let authority = blob("ssh-ed25519", b"authority");
+        let known = KnownHosts::parse(&format!(
+            "@cert-authority {}",
+            line("*.example.com", &authority)
+        ))
+        .unwrap();
+        let err = known.verify("git.example.com", &key).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                HostKeyError::Unknown {
+                    only_cert_authority: true,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("@cert-authority"), "{err}");
+    }
+
+    #[test]
+    fn unsupported_hash_kinds_are_refused_when_read() {
+        let key = blob("ssh-ed25519", b"server");
+        let err = KnownHosts::parse(&line("|2|c2FsdA==|aGFzaA==", &key)).unwrap_err();
+        assert!(err.to_string().contains("|2|"), "{err}");
+        assert!(KnownHosts::parse(&line("|1|c2FsdA==", &key)).is_err());
     }
 
     #[test]

@@ -16,7 +16,7 @@ pub enum SourceKind {
 }
 
 impl SourceKind {
-    fn directory_prefix(self) -> &'static str {
+    pub(crate) fn directory_prefix(self) -> &'static str {
         match self {
             SourceKind::GitTrack => "gittrack",
             SourceKind::ClusterGitTrack => "clustergittrack",
@@ -35,8 +35,8 @@ impl fmt::Display for SourceKind {
 
 /// The stable identity of a source: its kind, namespace (for a `GitTrack`) and name.
 ///
-/// The identity, not the URL, names the cache directory, so a source keeps its cache across
-/// fetches and two sources never share one.
+/// The identity, not the URL, names the cache directory (through a keyed hash, see the
+/// `cache` module), so a source keeps its cache across fetches and two sources never share one.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SourceId {
     kind: SourceKind,
@@ -75,12 +75,14 @@ impl SourceId {
         &self.name
     }
 
-    /// The name of this source's directory under the cache root:
-    /// `<kind>_<namespace>_<name>` (`<kind>_<name>` for cluster-scoped sources).
+    /// The identity as one string: `<kind>_<namespace>_<name>` (`<kind>_<name>` for
+    /// cluster-scoped sources). This is what the cache directory's keyed hash is taken of, never
+    /// a path itself: a path derived from names would let a tenant who knows another source's
+    /// name point a `file://` URL at its cache.
     ///
     /// Kubernetes names never contain `_`, and every byte outside `[a-z0-9.-]` is written as
-    /// `%XX`, so the mapping is injective and the result is always one plain path component.
-    pub fn directory_name(&self) -> String {
+    /// `%XX`, so the mapping is injective.
+    pub fn canonical_name(&self) -> String {
         let mut out = String::from(self.kind.directory_prefix());
         for part in self.namespace.iter().chain(std::iter::once(&self.name)) {
             out.push('_');
@@ -200,20 +202,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn directory_names_separate_namespace_and_name_unambiguously() {
-        let a = SourceId::git_track("a-b", "c").directory_name();
-        let b = SourceId::git_track("a", "b-c").directory_name();
+    fn canonical_names_separate_namespace_and_name_unambiguously() {
+        let a = SourceId::git_track("a-b", "c").canonical_name();
+        let b = SourceId::git_track("a", "b-c").canonical_name();
         assert_eq!(a, "gittrack_a-b_c");
         assert_eq!(b, "gittrack_a_b-c");
         assert_eq!(
-            SourceId::cluster_git_track("platform").directory_name(),
+            SourceId::cluster_git_track("platform").canonical_name(),
             "clustergittrack_platform"
         );
     }
 
     #[test]
-    fn directory_names_escape_path_separators_and_unexpected_bytes() {
-        let name = SourceId::git_track("ns", "../X_y").directory_name();
+    fn canonical_names_escape_path_separators_and_unexpected_bytes() {
+        let name = SourceId::git_track("ns", "../X_y").canonical_name();
         assert_eq!(name, "gittrack_ns_..%2F%58%5Fy");
         assert!(!name.contains('/'));
     }

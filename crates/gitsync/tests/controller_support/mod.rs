@@ -244,7 +244,9 @@ impl Cluster {
 }
 
 /// Starts an instance with `flags` beside the test defaults (loopback ports, a private cache
-/// directory). With `leader_election`, it returns once it holds the Lease.
+/// directory, `file://` repositories allowed: the tests' repositories are local; a test of the
+/// refusal passes `--allow-file-repositories=false`). With `leader_election`, it returns once it
+/// holds the Lease.
 pub async fn start_instance(
     client: kube::Client,
     leader_election: bool,
@@ -260,6 +262,12 @@ pub async fn start_instance(
         "--admin-addr=127.0.0.1:0",
         &cache_flag,
     ];
+    if !flags
+        .iter()
+        .any(|flag| flag.starts_with("--allow-file-repositories"))
+    {
+        argv.push("--allow-file-repositories");
+    }
     argv.extend_from_slice(flags);
     let args = Args::try_parse_from(argv)?;
     let settings = args.settings()?;
@@ -269,14 +277,14 @@ pub async fn start_instance(
         .context("the instance stopped while starting")?;
     Ok(Instance {
         running: Some(running),
-        _cache: cache,
+        cache,
     })
 }
 
 /// A running arbor-gitsync instance.
 pub struct Instance {
     running: Option<Running>,
-    _cache: tempfile::TempDir,
+    cache: tempfile::TempDir,
 }
 
 impl Instance {
@@ -284,6 +292,11 @@ impl Instance {
         self.running
             .as_ref()
             .expect("the instance runs until dropped")
+    }
+
+    /// The instance's `--cache-dir`.
+    pub fn cache_dir(&self) -> &std::path::Path {
+        self.cache.path()
     }
 
     pub fn request_round(&self, source: &SourceRef) {
@@ -333,6 +346,11 @@ impl Repo {
 
     pub fn url(&self) -> String {
         self.git.file_url()
+    }
+
+    /// The repository's work tree (its `.git` inside).
+    pub fn path(&self) -> &std::path::Path {
+        self.git.path()
     }
 
     pub fn write(&self, path: &str, text: &str) -> anyhow::Result<()> {

@@ -47,7 +47,11 @@ pub fn branch(name: &str) -> GitReference {
 /// Fetches `source` into a fresh cache, expecting the fetch to fail.
 pub fn fetch_error(source: &GitSource) -> arbor_gitsync::fetch::FetchError {
     let cache = tempfile::tempdir().expect("temporary directory");
-    let fetcher = arbor_gitsync::fetch::Fetcher::new(cache.path(), Default::default());
+    let settings = arbor_gitsync::fetch::FetchSettings {
+        allow_file_repositories: true,
+        ..Default::default()
+    };
+    let fetcher = arbor_gitsync::fetch::Fetcher::new(cache.path(), settings).expect("a cache");
     match fetcher.fetch(source) {
         Ok(fetched) => panic!("the fetch should fail, and it fetched {}", fetched.commit),
         Err(err) => err,

@@ -4,6 +4,10 @@
 //!
 //! - "What git declares" is arbor-gitsync's answer to `GetDeclared`, compared with
 //!   [`arbor_policy::sync::compare`] (declared-subset semantics, the Sync's `compareFields`).
+//!   For a Secret that answer has no `data` / `stringData` ([`arbor_policy::secret`]: the
+//!   payload never leaves Secret protection, not even towards the webhook), so drift prevention
+//!   guards a Secret's metadata and type, and a change of its payload alone is not refused here:
+//!   gitsync's resync (and ReportDrift) puts the payload back from the repository.
 //! - An update is refused for a difference the change **introduces**: a declared field that
 //!   the old object matched, or held at another value. A change that leaves earlier drift as it
 //!   was (or moves the object back towards git) passes, so an object that drifted while the
