@@ -25,6 +25,9 @@ use crate::state::State;
 use crate::status::ApiError;
 use crate::{admin, discovery, handlers, openapi};
 
+/// kube-apiserver's limit on a request body (3 MiB).
+pub const REQUEST_SIZE_LIMIT: usize = 3 * 1024 * 1024;
+
 /// Settings that shape responses.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -152,6 +155,9 @@ where
         .await
         .map_err(|error| ApiError::bad_request(format!("reading the request body: {error}")))?
         .to_bytes();
+    if body.len() > REQUEST_SIZE_LIMIT {
+        return Err(ApiError::request_entity_too_large(REQUEST_SIZE_LIMIT));
+    }
     match route {
         Route::Health => Ok(Response::new(Body::from("ok"))),
         Route::Version => Ok(json_response(200, &discovery::version())),

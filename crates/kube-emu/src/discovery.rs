@@ -65,20 +65,38 @@ pub fn group(registry: &Registry, name: &str) -> Result<Value, ApiError> {
     Ok(document)
 }
 
+/// A subresource as discovery lists it.
+struct Subresource {
+    name: &'static str,
+    verbs: &'static [&'static str],
+    /// Another kind than the resource's own (`/scale` answers autoscaling/v1 Scale).
+    other_kind: Option<(&'static str, &'static str, &'static str)>,
+}
+
 /// The subresources of a kind in a version, with their verbs.
-fn subresources(
-    kind: &ResourceKind,
-    version: &str,
-) -> Vec<(&'static str, &'static [&'static str])> {
+fn subresources(kind: &ResourceKind, version: &str) -> Vec<Subresource> {
     let mut subresources = Vec::new();
-    if kind
-        .version(version)
-        .is_some_and(|served| served.status_subresource)
-    {
-        subresources.push(("status", &["get", "patch", "update"][..]));
+    let served = kind.version(version);
+    if served.is_some_and(|served| served.status_subresource) {
+        subresources.push(Subresource {
+            name: "status",
+            verbs: &["get", "patch", "update"],
+            other_kind: None,
+        });
+    }
+    if served.is_some_and(|served| served.scale.is_some()) {
+        subresources.push(Subresource {
+            name: "scale",
+            verbs: &["get", "patch", "update"],
+            other_kind: Some(("autoscaling", "v1", "Scale")),
+        });
     }
     if kind.kind == "Namespace" && kind.id.group.is_empty() {
-        subresources.push(("finalize", &["update"][..]));
+        subresources.push(Subresource {
+            name: "finalize",
+            verbs: &["update"],
+            other_kind: None,
+        });
     }
     subresources
 }
@@ -106,14 +124,20 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Result<Valu
         });
         add_names(&mut resource, kind);
         resources.push(resource);
-        for (name, verbs) in subresources(kind, version) {
-            resources.push(json!({
-                "name": format!("{}/{name}", kind.id.plural),
+        for subresource in subresources(kind, version) {
+            let mut entry = json!({
+                "name": format!("{}/{}", kind.id.plural, subresource.name),
                 "singularName": "",
                 "namespaced": kind.namespaced,
                 "kind": kind.kind,
-                "verbs": verbs,
-            }));
+                "verbs": subresource.verbs,
+            });
+            if let Some((group, version, other)) = subresource.other_kind {
+                entry["group"] = json!(group);
+                entry["version"] = json!(version);
+                entry["kind"] = json!(other);
+            }
+            resources.push(entry);
         }
     }
     if resources.is_empty() {
@@ -179,8 +203,14 @@ pub fn aggregated(registry: &Registry, core: bool, discovery_version: &str) -> V
                             add_names(&mut entry, kind);
                             let subresources: Vec<Value> = subresources(kind, version)
                                 .into_iter()
-                                .map(|(name, verbs)| {
-                                    json!({"subresource": name, "responseKind": response_kind, "verbs": verbs})
+                                .map(|subresource| {
+                                    let response_kind = match subresource.other_kind {
+                                        Some((group, version, other)) => {
+                                            json!({"group": group, "version": version, "kind": other})
+                                        }
+                                        None => response_kind.clone(),
+                                    };
+                                    json!({"subresource": subresource.name, "responseKind": response_kind, "verbs": subresource.verbs})
                                 })
                                 .collect();
                             if !subresources.is_empty() {

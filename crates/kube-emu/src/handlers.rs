@@ -5,6 +5,7 @@ mod delete;
 mod patch;
 mod read;
 mod review;
+mod scale;
 mod watch;
 mod write;
 
@@ -100,6 +101,10 @@ fn resolve(
             if kind
                 .version(&target.version)
                 .is_some_and(|version| version.status_subresource) => {}
+        Some("scale")
+            if kind
+                .version(&target.version)
+                .is_some_and(|version| version.scale.is_some()) => {}
         Some("finalize") if kind.kind == "Namespace" && kind.id.group.is_empty() => {}
         Some(_) => return Err(ApiError::no_such_route()),
     }
@@ -203,6 +208,14 @@ async fn run(
     authorize(shared, context, kind, attributes)?;
     if let Some(refusal) = injected_fault(shared, context, verb).await {
         return Ok(refusal);
+    }
+    if context.target.subresource.as_deref() == Some("scale") {
+        return match verb {
+            Verb::Get => scale::get(shared, context, kind),
+            Verb::Update => scale::update(shared, context, kind),
+            Verb::Patch => scale::patch(shared, context, kind),
+            _ => Err(ApiError::method_not_allowed()),
+        };
     }
     match verb {
         Verb::Get => read::get(shared, context, kind),

@@ -2,8 +2,11 @@
 //! group version, the paths of each kind with their operations, the
 //! `x-kubernetes-group-version-kind` / `x-kubernetes-action` extensions and the PATCH query
 //! parameters. kubectl reads this to learn that the server validates fields itself
-//! (`fieldValidation`), so `kubectl apply` needs no client-side schema. Component schemas are not
-//! published (no `kubectl explain`); `/openapi/v2` is not served, which kubectl tolerates.
+//! (`fieldValidation`), so `kubectl apply` needs no client-side schema. The schemas of custom
+//! kinds are published as components (what `kubectl explain gittrack.spec` reads); built-in
+//! kinds have none (this server carries no copy of Kubernetes' own OpenAPI). `/openapi/v2` is
+//! not served, which kubectl tolerates: with v2 schemas kubectl would send strategic merge
+//! patches to custom resources, which no API server accepts.
 
 use axum::body::Body;
 use http::Response;
@@ -96,10 +99,49 @@ fn operation(kind: &ResourceKind, version: &str, action: &str, parameters: &[&st
     operation
 }
 
+/// `arbor.dev` + `v1alpha1` + `GitTrack` → `dev.arbor.v1alpha1.GitTrack`, the name
+/// kube-apiserver gives a custom resource's schema.
+fn schema_name(group: &str, version: &str, kind: &str) -> String {
+    let reversed: Vec<&str> = group.split('.').rev().collect();
+    format!("{}.{version}.{kind}", reversed.join("."))
+}
+
+/// A custom kind's schema as a component: the CRD's schema with the type meta and metadata
+/// kube-apiserver adds, marked with its group-version-kind so `kubectl explain` finds it.
+fn component_schema(kind: &ResourceKind, version: &str) -> Option<Value> {
+    let mut schema = kind.version(version)?.schema.clone()?;
+    let object = schema.as_object_mut()?;
+    let properties = object
+        .entry("properties")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()?;
+    properties.entry("apiVersion").or_insert_with(|| json!({
+        "type": "string",
+        "description": "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values.",
+    }));
+    properties.entry("kind").or_insert_with(|| json!({
+        "type": "string",
+        "description": "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to.",
+    }));
+    properties.insert(
+        "metadata".into(),
+        json!({"type": "object", "description": "Standard object's metadata."}),
+    );
+    object.insert(
+        "x-kubernetes-group-version-kind".into(),
+        json!([{"group": kind.id.group, "version": version, "kind": kind.kind}]),
+    );
+    Some(schema)
+}
+
 fn group_version_document(registry: &Registry, path: &str) -> Option<Value> {
     let (group, version) = split_group_version(path)?;
     let mut paths = Map::new();
+    let mut schemas = Map::new();
     for kind in registry.in_group_version(group, version) {
+        if let Some(schema) = component_schema(kind, version) {
+            schemas.insert(schema_name(group, version, &kind.kind), schema);
+        }
         let prefix = format!("/{}", group_version_path(group, version));
         let collection = if kind.namespaced {
             format!("{prefix}/namespaces/{{namespace}}/{}", kind.id.plural)
@@ -151,7 +193,7 @@ fn group_version_document(registry: &Registry, path: &str) -> Option<Value> {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes (arbor-kube-emu)", "version": "v1.32.0"},
         "paths": paths,
-        "components": {"schemas": {}},
+        "components": {"schemas": schemas},
     }))
 }
 

@@ -65,6 +65,29 @@ pub struct PrinterColumn {
     pub json_path: String,
 }
 
+/// Where a kind keeps what its `/scale` subresource shows (a CRD's `subresources.scale`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScaleSubresource {
+    /// `.spec.replicas`
+    pub spec_replicas_path: String,
+    /// `.status.replicas`
+    pub status_replicas_path: String,
+    /// A path to the selector as a string (`.status.selector`); `None` for the built-in
+    /// workloads, whose selector is the `spec.selector` label selector.
+    pub label_selector_path: Option<String>,
+}
+
+impl ScaleSubresource {
+    /// The paths of Deployments, ReplicaSets, StatefulSets and ReplicationControllers.
+    pub fn workload() -> ScaleSubresource {
+        ScaleSubresource {
+            spec_replicas_path: ".spec.replicas".to_owned(),
+            status_replicas_path: ".status.replicas".to_owned(),
+            label_selector_path: None,
+        }
+    }
+}
+
 /// One served version of a kind.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServedVersion {
@@ -72,6 +95,7 @@ pub struct ServedVersion {
     /// Whether clients can use this version (a CRD's storage version may be unserved).
     pub served: bool,
     pub status_subresource: bool,
+    pub scale: Option<ScaleSubresource>,
     pub printer_columns: Vec<PrinterColumn>,
     /// The CRD's `openAPIV3Schema`, for custom resources.
     pub schema: Option<Value>,

@@ -16,7 +16,10 @@ use crate::meta::{self, metadata_mut};
 use crate::registry::{Registry, ResourceId, ResourceKind};
 use crate::status::{ApiError, Cause};
 use crate::store::{ObjectKey, Store};
-use crate::validation;
+use crate::{strategy, validation};
+
+/// etcd's default limit on one stored value, which kube-apiserver passes on.
+const OBJECT_SIZE_LIMIT: usize = 1536 * 1024;
 
 /// Metadata fields that only the server writes.
 const SERVER_OWNED_METADATA: [&str; 6] = [
@@ -112,6 +115,25 @@ fn set_or_remove(object: &mut Value, field: &str, value: Option<Value>) {
             }
         }
     }
+}
+
+/// Label and annotation rules every kind shares.
+fn check_metadata(kind: &ResourceKind, object: &Value) -> Result<(), ApiError> {
+    ApiError::invalid_if_any(
+        &kind.id.group,
+        &kind.kind,
+        meta::name(object),
+        validation::validate_labels_and_annotations(object),
+    )
+}
+
+/// Refuses what etcd would not store.
+fn check_size(object: &Value) -> Result<(), ApiError> {
+    let size = serde_json::to_vec(object).map_or(0, |bytes| bytes.len());
+    if size > OBJECT_SIZE_LIMIT {
+        return Err(ApiError::internal("etcdserver: request is too large"));
+    }
+    Ok(())
 }
 
 /// The version a body is written in: its `apiVersion` when the kind serves it, else the
@@ -269,17 +291,12 @@ impl State {
             FieldValidation::Warn => self.warnings.extend(unknown),
             _ => {}
         }
-        let causes = schema.validate(object, old);
-        if causes.is_empty() {
-            Ok(())
-        } else {
-            Err(ApiError::invalid(
-                &kind.id.group,
-                &kind.kind,
-                meta::name(object),
-                causes,
-            ))
-        }
+        ApiError::invalid_if_any(
+            &kind.id.group,
+            &kind.kind,
+            meta::name(object),
+            schema.validate(object, old),
+        )
     }
 
     /// Creates `object` as a `kind` in `url_namespace`.
@@ -325,6 +342,9 @@ impl State {
         if kind.custom {
             self.admit_custom_resource(kind, &version, &mut object, None, options)?;
         }
+        strategy::on_create(kind, &mut object)?;
+        check_metadata(kind, &object)?;
+        check_size(&object)?;
         let new_kind = kinds::prepare_create(kind, &self.registry, &mut object, &writer.now)?;
         if !options.ownership_recorded {
             managed::record(kind, None, &mut object, writer);
@@ -356,6 +376,17 @@ impl State {
             .get(&kind.id, key)
             .cloned()
             .ok_or_else(|| ApiError::not_found(&kind.id, &key.name))?;
+        let requested_uid = meta::uid(&body);
+        if !requested_uid.is_empty() && requested_uid != meta::uid(&old) {
+            return Err(ApiError::conflict(
+                &kind.id,
+                &key.name,
+                &format!(
+                    "Precondition failed: UID in precondition: {requested_uid}, UID in object meta: {}",
+                    meta::uid(&old)
+                ),
+            ));
+        }
         let requested_version = meta::resource_version(&body);
         if !requested_version.is_empty() && requested_version != meta::resource_version(&old) {
             return Err(ApiError::stale_resource_version(&kind.id, &key.name));
@@ -393,6 +424,9 @@ impl State {
         if kind.custom {
             self.admit_custom_resource(kind, &version, &mut new, Some(&old), options)?;
         }
+        strategy::on_update(kind, &old, &mut new)?;
+        check_metadata(kind, &new)?;
+        check_size(&new)?;
         if kind.tracks_generation && spec_part(kind, &new) != spec_part(kind, &old) {
             let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
             metadata_mut(&mut new).insert("generation".into(), Value::from(generation));
@@ -620,7 +654,6 @@ mod tests {
         let created = create_deployment(&mut state);
         let deployments = kind(&state, "apps", "deployments");
         let mut forged = (*created).clone();
-        forged["metadata"]["uid"] = json!("forged");
         forged["metadata"]["creationTimestamp"] = json!("2000-01-01T00:00:00Z");
         forged["metadata"]["labels"] = json!({"changed": "yes"});
         let updated = write(&mut state, &deployments, &forged, None);
@@ -628,6 +661,65 @@ mod tests {
         assert_eq!(
             updated["metadata"]["creationTimestamp"],
             created["metadata"]["creationTimestamp"]
+        );
+    }
+
+    #[test]
+    fn an_update_naming_another_uid_fails_its_precondition() {
+        let mut state = state();
+        let created = create_deployment(&mut state);
+        let deployments = kind(&state, "apps", "deployments");
+        let mut forged = (*created).clone();
+        forged["metadata"]["uid"] = json!("forged");
+        let error = state
+            .update(
+                &deployments,
+                &ObjectKey::of(&forged),
+                forged.clone(),
+                None,
+                &Writer::system(),
+                &WriteOptions::default(),
+            )
+            .expect_err("another object's uid");
+        assert_eq!(error.code, 409);
+        assert_eq!(
+            error.message,
+            format!(
+                "Operation cannot be fulfilled on deployments.apps \"web\": Precondition failed: UID in precondition: forged, UID in object meta: {}",
+                meta::uid(&created)
+            )
+        );
+    }
+
+    #[test]
+    fn invalid_labels_and_oversized_objects_are_refused() {
+        let mut state = state();
+        let config_maps = kind(&state, "", "configmaps");
+        let mut create = |object: Value| {
+            state.create(
+                &config_maps,
+                Some("default"),
+                object,
+                &Writer::system(),
+                &WriteOptions::default(),
+            )
+        };
+        let error = create(json!({"metadata": {"name": "a", "labels": {"k": "not ok"}}}))
+            .expect_err("a space in a label value");
+        assert_eq!(error.code, 422);
+        assert!(
+            error.message.starts_with(
+                "ConfigMap \"a\" is invalid: metadata.labels: Invalid value: \"not ok\""
+            ),
+            "{}",
+            error.message
+        );
+        let error = create(json!({"metadata": {"name": "b", "annotations": {"a": "x".repeat(1024 * 1024)}, "labels": {}}}))
+            .expect_err("annotations over 256 KiB");
+        assert!(
+            error.message.contains("metadata.annotations: Too long"),
+            "{}",
+            error.message
         );
     }
 }

@@ -217,6 +217,20 @@ impl ApiError {
         .with_details(details)
     }
 
+    /// `Ok` when there are no causes, else [`ApiError::invalid`] with them.
+    pub fn invalid_if_any(
+        group: &str,
+        kind: &str,
+        name: &str,
+        causes: Vec<Cause>,
+    ) -> Result<(), ApiError> {
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid(group, kind, name, causes))
+        }
+    }
+
     /// 422 with a message already worded (a JSON patch `test` that failed, for example).
     pub fn unprocessable(message: impl Into<String>) -> ApiError {
         ApiError::new(422, "Invalid", message)
@@ -274,6 +288,15 @@ impl ApiError {
         ApiError::new(410, "Expired", message)
     }
 
+    /// 413 for a body over the request size limit.
+    pub fn request_entity_too_large(limit: usize) -> ApiError {
+        ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
     pub fn unsupported_media_type(message: impl Into<String>) -> ApiError {
         ApiError::new(415, "UnsupportedMediaType", message)
     }
@@ -323,6 +346,7 @@ pub fn reason_for_code(code: u16) -> &'static str {
         406 => "NotAcceptable",
         409 => "Conflict",
         410 => "Expired",
+        413 => "RequestEntityTooLarge",
         415 => "UnsupportedMediaType",
         422 => "Invalid",
         429 => "TooManyRequests",

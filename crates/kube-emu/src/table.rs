@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::jsonpath::JsonPath;
 use crate::present::{RowObject, partial_metadata};
 use crate::registry::{PrinterColumn, ResourceKind};
 
@@ -73,24 +74,14 @@ fn columns(kind: &ResourceKind, version: &str) -> Vec<PrinterColumn> {
     columns
 }
 
-/// Evaluates the simple JSONPath of printer columns: `.spec.a`, `.items[0].b`, `.metadata.labels.x`.
-fn evaluate<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
-    let path = path.trim().trim_start_matches('{').trim_end_matches('}');
-    let mut current = object;
-    for segment in path.split('.').filter(|s| !s.is_empty()) {
-        let (field, indexes) = match segment.find('[') {
-            Some(open) => (&segment[..open], &segment[open..]),
-            None => (segment, ""),
-        };
-        if !field.is_empty() {
-            current = current.get(field)?;
-        }
-        for index in indexes.split('[').filter(|s| !s.is_empty()) {
-            let index: usize = index.trim_end_matches(']').parse().ok()?;
-            current = current.get(index)?;
-        }
-    }
-    Some(current)
+/// The first value a printer column's JSONPath reaches, as kube-apiserver's table convertor
+/// shows it.
+fn evaluate(object: &Value, path: &str) -> Option<Value> {
+    JsonPath::parse(path)
+        .ok()?
+        .find(object)
+        .first()
+        .map(|value| (*value).clone())
 }
 
 /// kube's short human durations: 45s, 5m12s, 17m, 3h20m, 26h, 3d4h, 12d.
@@ -116,9 +107,9 @@ pub fn human_age(timestamp: &str) -> String {
 fn cell(object: &Value, column: &PrinterColumn) -> Value {
     match evaluate(object, &column.json_path) {
         None | Some(Value::Null) => Value::Null,
-        Some(Value::String(text)) if column.column_type == "date" => Value::from(human_age(text)),
-        Some(Value::String(text)) => Value::from(text.clone()),
-        Some(value @ (Value::Number(_) | Value::Bool(_))) => value.clone(),
+        Some(Value::String(text)) if column.column_type == "date" => Value::from(human_age(&text)),
+        Some(Value::String(text)) => Value::from(text),
+        Some(value @ (Value::Number(_) | Value::Bool(_))) => value,
         Some(other) => Value::from(other.to_string()),
     }
 }
@@ -179,9 +170,23 @@ mod tests {
     #[test]
     fn printer_paths_follow_fields_and_indexes() {
         let object = json!({"spec": {"size": 3, "ports": [{"port": 80}]}});
-        assert_eq!(evaluate(&object, ".spec.size"), Some(&json!(3)));
-        assert_eq!(evaluate(&object, ".spec.ports[0].port"), Some(&json!(80)));
+        assert_eq!(evaluate(&object, ".spec.size"), Some(json!(3)));
+        assert_eq!(evaluate(&object, ".spec.ports[0].port"), Some(json!(80)));
         assert_eq!(evaluate(&object, ".spec.missing"), None);
+    }
+
+    #[test]
+    fn the_ready_column_of_arbors_crds_reads_the_ready_condition() {
+        let object = json!({"status": {"conditions": [
+            {"type": "Stalled", "status": "False"}, {"type": "Ready", "status": "True"}]}});
+        let column = column(
+            "Ready",
+            "string",
+            "",
+            "",
+            r#".status.conditions[?(@.type=="Ready")].status"#,
+        );
+        assert_eq!(cell(&object, &column), json!("True"));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The validation every kind gets: object names per the kind's [`NameRule`], with
-//! kube-apiserver's messages.
+//! The validation every kind gets, with kube-apiserver's messages: object names per the
+//! kind's [`NameRule`], label keys and values, annotation keys and their total size.
 
 use serde_json::Value;
 
@@ -64,9 +64,154 @@ pub fn validate_name(name: &str, rule: NameRule) -> Vec<Cause> {
         .collect()
 }
 
+const QUALIFIED_NAME_FORMAT: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+const LABEL_VALUE_MESSAGE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+/// kube-apiserver's limit on the summed size of an object's annotation keys and values.
+pub const ANNOTATIONS_SIZE_LIMIT: usize = 256 * 1024;
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, the name part of a qualified name.
+fn is_qualified_name_part(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    !bytes.is_empty()
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Why `key` is not a qualified name (`prefix/name`, as label and annotation keys are).
+pub fn qualified_name_problems(key: &str) -> Vec<String> {
+    let parts: Vec<&str> = key.split('/').collect();
+    let (prefix, name) = match parts.as_slice() {
+        [name] => (None, *name),
+        [prefix, name] => (Some(*prefix), *name),
+        _ => {
+            return vec![format!(
+                "a qualified name {QUALIFIED_NAME_FORMAT} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            )];
+        }
+    };
+    let mut problems = Vec::new();
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() {
+            problems.push("prefix part must be non-empty".to_owned());
+        } else if !is_dns_subdomain(prefix) {
+            problems.push(format!("prefix part {SUBDOMAIN_MESSAGE}"));
+        }
+    }
+    if name.is_empty() {
+        problems.push("name part must be non-empty".to_owned());
+    } else if name.len() > 63 {
+        problems.push("name part must be no more than 63 characters".to_owned());
+    }
+    if !name.is_empty() && !is_qualified_name_part(name) {
+        problems.push(format!("name part {QUALIFIED_NAME_FORMAT}"));
+    }
+    problems
+}
+
+fn label_value_problems(value: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if value.len() > 63 {
+        problems.push("must be no more than 63 characters".to_owned());
+    }
+    if !value.is_empty() && !is_qualified_name_part(value) {
+        problems.push(LABEL_VALUE_MESSAGE.to_owned());
+    }
+    problems
+}
+
+/// Causes for invalid labels and annotations (keys, label values, annotations' total size).
+pub fn validate_labels_and_annotations(object: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let metadata = object.get("metadata");
+    let map = |field: &str| {
+        metadata
+            .and_then(|m| m.get(field))
+            .and_then(Value::as_object)
+    };
+    for (key, value) in map("labels").into_iter().flatten() {
+        for why in qualified_name_problems(key) {
+            causes.push(Cause::invalid(
+                "metadata.labels",
+                &Value::from(key.as_str()),
+                &why,
+            ));
+        }
+        let text = value.as_str().unwrap_or_default();
+        for why in label_value_problems(text) {
+            causes.push(Cause::invalid("metadata.labels", value, &why));
+        }
+    }
+    let mut size = 0;
+    for (key, value) in map("annotations").into_iter().flatten() {
+        for why in qualified_name_problems(&key.to_lowercase()) {
+            causes.push(Cause::invalid(
+                "metadata.annotations",
+                &Value::from(key.as_str()),
+                &why,
+            ));
+        }
+        size += key.len() + value.as_str().map_or(0, str::len);
+    }
+    if size > ANNOTATIONS_SIZE_LIMIT {
+        causes.push(Cause::too_long(
+            "metadata.annotations",
+            ANNOTATIONS_SIZE_LIMIT as u64,
+        ));
+    }
+    causes
+}
+
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    fn messages(metadata: Value) -> Vec<String> {
+        validate_labels_and_annotations(&json!({"metadata": metadata}))
+            .into_iter()
+            .map(|cause| format!("{}: {}", cause.field, cause.message))
+            .collect()
+    }
+
+    #[test]
+    fn label_keys_may_have_a_subdomain_prefix_and_values_are_short_names() {
+        assert!(messages(json!({"labels": {"arbor.dev/tree": "a.b_c-1", "app": ""}})).is_empty());
+        assert_eq!(
+            messages(json!({"labels": {"bad key": "x"}})),
+            vec![format!(
+                "metadata.labels: Invalid value: \"bad key\": name part {QUALIFIED_NAME_FORMAT}"
+            )]
+        );
+        assert_eq!(
+            messages(json!({"labels": {"a": "-x"}})),
+            vec![format!(
+                "metadata.labels: Invalid value: \"-x\": {LABEL_VALUE_MESSAGE}"
+            )]
+        );
+        assert_eq!(
+            messages(json!({"labels": {"a": "x".repeat(64)}})).len(),
+            1,
+            "too long only"
+        );
+        assert_eq!(messages(json!({"labels": {"a/b/c": "x"}})).len(), 1);
+    }
+
+    #[test]
+    fn annotations_are_limited_to_256_kib_in_total() {
+        let big = "x".repeat(ANNOTATIONS_SIZE_LIMIT);
+        assert_eq!(
+            messages(json!({"annotations": {"a": big}})),
+            vec!["metadata.annotations: Too long: may not be more than 262144 bytes"]
+        );
+        assert!(messages(json!({"annotations": {"Example.COM/Any Value": "x"}})).len() == 1);
+        assert!(
+            messages(json!({"annotations": {"Example.com/Value": "any text at all"}})).is_empty()
+        );
+    }
 
     #[test]
     fn subdomains_allow_dots_but_not_capitals_or_underscores() {

@@ -455,3 +455,113 @@ fn kubectl_apply_meets_the_schema_refusals_of_arbors_crd() {
     );
     assert_eq!(stored, "Delete", "the default was filled in");
 }
+
+#[test]
+fn kubectl_scale_rollout_status_ready_columns_and_explain() {
+    let server = start_server();
+    kubectl(&server, &["create", "namespace", "shop"]);
+    // `kubectl create deployment` sends protobuf, which this server reads for a few kinds only.
+    kubectl_with_input(
+        &server,
+        &["apply", "-n", "shop", "-f", "-"],
+        Some(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: nginx}\nspec:\n  selector: {matchLabels: {app: nginx}}\n  template:\n    metadata: {labels: {app: nginx}}\n    spec: {containers: [{name: nginx, image: nginx}]}\n",
+        ),
+    );
+    let scaled = kubectl(
+        &server,
+        &[
+            "scale",
+            "deployment",
+            "nginx",
+            "-n",
+            "shop",
+            "--replicas",
+            "5",
+        ],
+    );
+    assert!(scaled.contains("deployment.apps/nginx scaled"), "{scaled}");
+    let replicas = kubectl(
+        &server,
+        &[
+            "get",
+            "deployment",
+            "nginx",
+            "-n",
+            "shop",
+            "-o",
+            "jsonpath={.spec.replicas} {.metadata.generation}",
+        ],
+    );
+    assert_eq!(replicas, "5 2");
+    // The deployment controller's report, as it would write it once the pods are up.
+    kubectl(
+        &server,
+        &[
+            "patch",
+            "deployment",
+            "nginx",
+            "-n",
+            "shop",
+            "--subresource",
+            "status",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"status":{"observedGeneration":2,"replicas":5,"updatedReplicas":5,"readyReplicas":5,"availableReplicas":5,"conditions":[{"type":"Available","status":"True","reason":"MinimumReplicasAvailable"},{"type":"Progressing","status":"True","reason":"NewReplicaSetAvailable"}]}}"#,
+        ],
+    );
+    let rollout = kubectl(
+        &server,
+        &[
+            "rollout",
+            "status",
+            "deployment/nginx",
+            "-n",
+            "shop",
+            "--timeout",
+            "10s",
+        ],
+    );
+    assert!(rollout.contains("successfully rolled out"), "{rollout}");
+    kubectl_with_input(
+        &server,
+        &["apply", "-f", "-"],
+        Some(include_str!(
+            "../../../charts/arbor/crds/clustergittracks.arbor.dev.yaml"
+        )),
+    );
+    kubectl_with_input(
+        &server,
+        &["apply", "-f", "-"],
+        Some(&cluster_git_track(
+            "spec:\n  repository: file:///r\n  reference: {branch: main}\n",
+        )),
+    );
+    kubectl(
+        &server,
+        &[
+            "patch",
+            "clustergittrack",
+            "demo",
+            "--subresource",
+            "status",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"status":{"conditions":[{"type":"Reconciling","status":"False","reason":"Done","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"},{"type":"Ready","status":"True","reason":"Synced","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}"#,
+        ],
+    );
+    let table = kubectl(&server, &["get", "clustergittracks"]);
+    // Columns are aligned: the READY cell sits under its header (COMMIT is empty here).
+    let header = table.lines().next().unwrap_or_default();
+    let row = table.lines().nth(1).unwrap_or_default();
+    let ready = header.find("READY").expect("a READY column");
+    assert_eq!(row.get(ready..ready + 4), Some("True"), "{table}");
+    let explained = kubectl(&server, &["explain", "clustergittrack.spec"]);
+    assert!(explained.contains("reference"), "{explained}");
+    assert!(
+        explained.contains("exactly one of branch, tag or commit"),
+        "{explained}"
+    );
+}

@@ -21,7 +21,7 @@ use crate::status::{ApiError, Cause};
 
 const ACCEPTED_PATCH_TYPES: &str = "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
 
-fn api_error(error: PatchError, kind: &ResourceKind, name: &str) -> ApiError {
+pub(super) fn api_error(error: PatchError, kind: &ResourceKind, name: &str) -> ApiError {
     match error {
         PatchError::BadRequest(message) => ApiError::bad_request(message),
         PatchError::Invalid(message) => ApiError::unprocessable(message),

@@ -1,6 +1,6 @@
 //! The built-in kinds: the subset of Kubernetes' own API that Arbor and its tests use.
 
-use super::{ALL_VERBS, NameRule, ResourceId, ResourceKind, ServedVersion};
+use super::{ALL_VERBS, NameRule, ResourceId, ResourceKind, ScaleSubresource, ServedVersion};
 
 /// How a built-in kind differs from an ordinary namespaced kind with no status subresource.
 struct Builtin {
@@ -16,6 +16,7 @@ struct Builtin {
     create_only: bool,
     in_category_all: bool,
     field_labels: &'static [&'static str],
+    scalable: bool,
 }
 
 const fn namespaced(
@@ -37,6 +38,7 @@ const fn namespaced(
         create_only: false,
         in_category_all: false,
         field_labels: &[],
+        scalable: false,
     }
 }
 
@@ -53,6 +55,11 @@ impl Builtin {
     const fn workload(mut self) -> Builtin {
         self.status = true;
         self.generation = true;
+        self
+    }
+    /// A workload with a `/scale` subresource.
+    const fn scalable(mut self) -> Builtin {
+        self.scalable = true;
         self
     }
     const fn with_status(mut self) -> Builtin {
@@ -131,21 +138,30 @@ fn table() -> Vec<Builtin> {
             .short(&["quota"])
             .with_status(),
         namespaced("", "v1", "LimitRange", "limitranges").short(&["limits"]),
+        namespaced("", "v1", "ReplicationController", "replicationcontrollers")
+            .in_all()
+            .short(&["rc"])
+            .workload()
+            .scalable(),
+        namespaced("", "v1", "PodTemplate", "podtemplates"),
         namespaced("", "v1", "Event", "events")
             .short(&["ev"])
             .fields(EVENT_FIELDS),
         namespaced("apps", "v1", "Deployment", "deployments")
             .in_all()
             .short(&["deploy"])
-            .workload(),
+            .workload()
+            .scalable(),
         namespaced("apps", "v1", "ReplicaSet", "replicasets")
             .in_all()
             .short(&["rs"])
-            .workload(),
+            .workload()
+            .scalable(),
         namespaced("apps", "v1", "StatefulSet", "statefulsets")
             .in_all()
             .short(&["sts"])
-            .workload(),
+            .workload()
+            .scalable(),
         namespaced("apps", "v1", "DaemonSet", "daemonsets")
             .in_all()
             .short(&["ds"])
@@ -226,6 +242,7 @@ pub(super) fn kinds() -> Vec<ResourceKind> {
                 name: builtin.version.to_owned(),
                 served: true,
                 status_subresource: builtin.status,
+                scale: builtin.scalable.then(ScaleSubresource::workload),
                 printer_columns: Vec::new(),
                 schema: None,
                 structural: None,

@@ -3,7 +3,9 @@
 
 use serde_json::{Value, json};
 
-use super::{ALL_VERBS, NameRule, PrinterColumn, ResourceId, ResourceKind, ServedVersion};
+use super::{
+    ALL_VERBS, NameRule, PrinterColumn, ResourceId, ResourceKind, ScaleSubresource, ServedVersion,
+};
 use crate::meta::{self, string_list};
 use crate::schema::StructuralSchema;
 use crate::status::Cause;
@@ -143,6 +145,15 @@ fn served_versions(spec: &Value, causes: &mut Vec<Cause>) -> Vec<ServedVersion> 
                         .to_owned(),
                     served,
                     status_subresource: meta::lookup_path(version, "subresources.status").is_some(),
+                    scale: meta::lookup_path(version, "subresources.scale").map(|scale| {
+                        let path =
+                            |key: &str| scale.get(key).and_then(Value::as_str).map(str::to_owned);
+                        ScaleSubresource {
+                            spec_replicas_path: path("specReplicasPath").unwrap_or_default(),
+                            status_replicas_path: path("statusReplicasPath").unwrap_or_default(),
+                            label_selector_path: path("labelSelectorPath"),
+                        }
+                    }),
                     printer_columns: printer_columns(version),
                     schema,
                     structural,

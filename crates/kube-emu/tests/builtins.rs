@@ -1,0 +1,222 @@
+//! Built-in kinds as strict as kube-apiserver where clients rely on it: label and annotation
+//! rules, size limits, immutable fields, the defaults clients read back, Secret `stringData`,
+//! and the `/scale` subresource of workloads.
+
+mod support;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::{api_status, create, post, raw, start};
+
+fn from_json<K: serde::de::DeserializeOwned>(value: Value) -> K {
+    serde_json::from_value(value).expect("a valid object")
+}
+
+fn deployment(name: &str) -> Deployment {
+    from_json(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                         "spec": {"containers": [{"name": "web", "image": "nginx"}]}},
+        },
+    }))
+}
+
+#[tokio::test]
+async fn invalid_label_keys_and_values_are_refused_with_kube_apiservers_words() {
+    let (_emu, client) = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let bad = support::config_map("bad", &[("tier", "front end")]);
+    let status = api_status(
+        api.create(&PostParams::default(), &bad)
+            .await
+            .expect_err("a space in a label value"),
+    );
+    assert_eq!(status.code, 422);
+    assert_eq!(
+        status.message,
+        "ConfigMap \"bad\" is invalid: metadata.labels: Invalid value: \"front end\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+    );
+    let bad_key = support::config_map("bad-key", &[("arbor.dev/a/b", "x")]);
+    let status = api_status(
+        api.create(&PostParams::default(), &bad_key)
+            .await
+            .expect_err("two slashes"),
+    );
+    assert_eq!(
+        status.details.expect("details").causes[0].field,
+        "metadata.labels"
+    );
+}
+
+#[tokio::test]
+async fn requests_over_3_mib_and_config_maps_over_1_mib_are_refused() {
+    let (_emu, client) = start().await;
+    let big = |name: &str, bytes: usize| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+               "data": {"blob": "x".repeat(bytes)}})
+    };
+    let (code, status) = post(
+        &client,
+        "/api/v1/namespaces/default/configmaps",
+        big("huge", 50 * 1024 * 1024),
+    )
+    .await;
+    assert_eq!(code, 413, "{status}");
+    assert_eq!(status["reason"], "RequestEntityTooLarge");
+    assert_eq!(
+        status["message"],
+        "Request entity too large: limit is 3145728"
+    );
+    let (code, status) = post(
+        &client,
+        "/api/v1/namespaces/default/configmaps",
+        big("large", 1024 * 1024 + 1),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "ConfigMap \"large\" is invalid: []: Too long: may not be more than 1048576 bytes"
+    );
+}
+
+#[tokio::test]
+async fn immutable_config_maps_keep_their_data_and_an_update_naming_another_uid_conflicts() {
+    let (_emu, client) = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mut frozen = support::config_map("frozen", &[]);
+    frozen.immutable = Some(true);
+    let created = create(&api, &frozen).await;
+    let status = api_status(
+        api.patch(
+            "frozen",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"value": "2"}})),
+        )
+        .await
+        .expect_err("immutable"),
+    );
+    assert_eq!(
+        status.message,
+        "ConfigMap \"frozen\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+    );
+    let mut forged = created.clone();
+    forged.metadata.uid = Some("another".to_owned());
+    let status = api_status(
+        api.replace("frozen", &PostParams::default(), &forged)
+            .await
+            .expect_err("uid precondition"),
+    );
+    assert_eq!(status.code, 409);
+    assert!(
+        status
+            .message
+            .contains("Precondition failed: UID in precondition: another"),
+        "{}",
+        status.message
+    );
+}
+
+#[tokio::test]
+async fn secret_string_data_is_stored_as_data() {
+    let (_emu, client) = start().await;
+    let api: Api<Secret> = Api::namespaced(client, "default");
+    let secret: Secret =
+        from_json(json!({"metadata": {"name": "s"}, "stringData": {"token": "abc"}}));
+    let created = create(&api, &secret).await;
+    assert!(created.string_data.is_none());
+    assert_eq!(created.type_.as_deref(), Some("Opaque"));
+    let data = created.data.expect("data");
+    assert_eq!(data["token"].0, b"abc");
+}
+
+#[tokio::test]
+async fn defaults_clients_read_are_filled_in() {
+    let (_emu, client) = start().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = from_json(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}}));
+    let pod = create(&pods, &pod).await;
+    assert_eq!(
+        pod.status.and_then(|status| status.phase).as_deref(),
+        Some("Pending")
+    );
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let service: Service = from_json(json!({"metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}));
+    let service = create(&services, &service).await;
+    let spec = service.spec.clone().expect("spec");
+    let ip = spec.cluster_ip.clone().expect("a cluster IP");
+    assert!(ip.starts_with("10."), "{ip}");
+    assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
+    // Writing the Service back without its address keeps it; moving it is refused.
+    let mut without_ip = service.clone();
+    if let Some(spec) = without_ip.spec.as_mut() {
+        spec.cluster_ip = None;
+        spec.cluster_ips = None;
+    }
+    let replaced = services
+        .replace("web", &PostParams::default(), &without_ip)
+        .await
+        .expect("replaced");
+    assert_eq!(replaced.spec.expect("spec").cluster_ip, Some(ip));
+    let status = api_status(
+        services
+            .patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"spec": {"clusterIP": "10.0.0.9", "clusterIPs": ["10.0.0.9"]}}),
+                ),
+            )
+            .await
+            .expect_err("the address may not move"),
+    );
+    assert_eq!(status.code, 422);
+    let deployments: Api<Deployment> = Api::namespaced(client, "default");
+    let created = create(&deployments, &deployment("web")).await;
+    let spec = created.spec;
+    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(
+        spec.strategy.and_then(|strategy| strategy.type_).as_deref(),
+        Some("RollingUpdate")
+    );
+}
+
+#[tokio::test]
+async fn the_scale_subresource_reads_and_writes_replicas_and_moves_generation() {
+    let (_emu, client) = start().await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    create(&deployments, &deployment("web")).await;
+    let scale = deployments.get_scale("web").await.expect("a scale");
+    assert_eq!(scale.spec.and_then(|spec| spec.replicas), Some(1));
+    assert_eq!(
+        scale.status.and_then(|status| status.selector).as_deref(),
+        Some("app=web")
+    );
+    let scaled = deployments
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 5}})),
+        )
+        .await
+        .expect("scaled");
+    assert_eq!(scaled.spec.and_then(|spec| spec.replicas), Some(5));
+    let stored = deployments.get("web").await.expect("stored");
+    assert_eq!(stored.spec.replicas, Some(5));
+    assert_eq!(stored.metadata.generation, Some(2));
+    let (code, _) = raw(
+        &client,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/x/scale",
+        "application/json",
+        None,
+    )
+    .await;
+    assert_eq!(code, 404, "config maps have no scale");
+}
