@@ -47,6 +47,6 @@ pub use source::{
     AuthType, DeletionPolicy, GitAuth, GitReference, GitSourceSpec, GitSourceStatus, Layout,
     NamespacedSecretRef, Revision, SecretRef, SecretReference, SourceError,
 };
-pub use subnamespace::{SubNamespace, SubNamespaceSpec, SubNamespaceStatus};
+pub use subnamespace::{SubNamespace, SubNamespaceApi, SubNamespaceSpec, SubNamespaceStatus};
 pub use sync::{HierarchyMode, SyncResource, SyncSpec, SyncState, SyncStatus};
 pub use validation::{FieldError, FieldErrorKind};
