@@ -51,7 +51,8 @@ proto:
 
 ## crds: regenerate the CustomResourceDefinition YAML committed under charts/arbor/crds.
 crds:
-	$(CARGO) run -q -p arborctl --bin arborctl -- crds --out charts/arbor/crds
+	$(CARGO) run -q -p arborctl --bin arborctl -- crds --out charts/arbor/crds \
+	  --domain-template charts/arbor/templates/crd-subnamespaces-domain.yaml
 
 ## bench: run every crate's benchmarks (`benches/*.rs`, plain programs that print Markdown)
 ## and collect their figures in $(BENCH_OUT).

@@ -68,10 +68,21 @@ pub fn example(relative: &str) -> PathBuf {
 /// Starts the emulator and the controllers named (`gitsync`, `hierarchy`, `observer`,
 /// `webhook`), with the examples' hierarchy configuration.
 pub async fn start(controllers: &[&str]) -> anyhow::Result<TestSystem> {
+    start_in_domain(controllers, None, example("hierarchy-config.yaml")).await
+}
+
+/// Like [`start`], with arbor-hierarchy and arbor-webhook under key domain `domain` and the
+/// hierarchy configuration file `hierarchy_config`.
+pub async fn start_in_domain(
+    controllers: &[&str],
+    domain: Option<&str>,
+    hierarchy_config: PathBuf,
+) -> anyhow::Result<TestSystem> {
     let dir = tempfile::tempdir()?;
     let mut config = SystemConfig::new(dir.path())?.only(controllers);
+    config.domain = domain.map(str::to_owned);
     config.bin_dir = bin_dir()?;
-    config.hierarchy_config = Some(example("hierarchy-config.yaml"));
+    config.hierarchy_config = Some(hierarchy_config);
     config.startup_timeout = WAIT;
     let system = System::start(config).await?;
     Ok(TestSystem { system, dir })

@@ -162,3 +162,15 @@ matchExpressions:
       - kube-system
       - {{ .Release.Namespace }}
 {{- end }}
+
+{{- /*
+The API group SubNamespaces are served in: the kind follows the key domain (Accurate's and
+Innu's own groups, as arbor-api's SubNamespaceApi says), arbor.dev otherwise.
+*/ -}}
+{{- define "arbor.subNamespaceGroup" -}}
+{{- if has .Values.domain (list "accurate.cybozu.com" "innu.cybozu.com") -}}
+{{ .Values.domain }}
+{{- else -}}
+arbor.dev
+{{- end -}}
+{{- end }}

@@ -48,6 +48,6 @@ pub use source::{
     GitSourceStatus, Layout, NamespacedSecretRef, PruneWindowStatus, Revision, SecretRef,
     SecretReference, SourceError,
 };
-pub use subnamespace::{SubNamespace, SubNamespaceSpec, SubNamespaceStatus};
+pub use subnamespace::{SubNamespace, SubNamespaceApi, SubNamespaceSpec, SubNamespaceStatus};
 pub use sync::{HierarchyMode, SyncResource, SyncSpec, SyncState, SyncStatus};
 pub use validation::{FieldError, FieldErrorKind};

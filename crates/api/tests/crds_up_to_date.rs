@@ -34,3 +34,17 @@ fn committed_crds_match_the_types() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn committed_domain_crd_template_matches_the_types() -> anyhow::Result<()> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../charts/arbor")
+        .join(arbor_api::crds::DOMAIN_TEMPLATE);
+    let committed = std::fs::read_to_string(&path)?;
+    assert!(
+        committed == arbor_api::crds::render_domain_template()?,
+        "{} is stale; run `make crds`",
+        path.display()
+    );
+    Ok(())
+}

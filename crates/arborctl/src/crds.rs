@@ -16,9 +16,20 @@ pub struct CrdsArgs {
     /// Directory to write to (stdout when absent)
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Also write the chart template that installs the SubNamespace CRD of the configured
+    /// key domain (Accurate's or Innu's group) to this file
+    #[arg(long)]
+    pub domain_template: Option<PathBuf>,
 }
 
 pub fn run(args: &CrdsArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.domain_template {
+        let template = arbor_api::crds::render_domain_template()?;
+        if std::fs::read_to_string(path).ok().as_deref() != Some(template.as_str()) {
+            std::fs::write(path, template)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
     let rendered = arbor_api::crds::render_all()?;
     match &args.out {
         Some(dir) => {

@@ -10,7 +10,6 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use arbor_api::SubNamespace;
 use arbor_hierarchy::Settings;
 use arbor_hierarchy::metrics::Metrics;
 use arbor_kube_emu::KubeEmu;
@@ -19,7 +18,7 @@ use arbor_policy::propagation::{PropagationConfig, WatchedKind};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client, CustomResourceExt};
+use kube::{Api, Client};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -88,7 +87,10 @@ async fn measure(layout: Layout, count: usize) -> Result<Figures> {
     let emu = KubeEmu::start().await?;
     let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
     Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &SubNamespace::crd())
+        .create(
+            &PostParams::default(),
+            &arbor_api::subnamespace::sub_namespace_crd(),
+        )
         .await?;
     let keys = Keys::default();
     let namespaces: Api<Namespace> = Api::all(client.clone());

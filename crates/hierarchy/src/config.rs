@@ -74,6 +74,50 @@ namingPolicies:
         assert_eq!(config.naming_policies[0].match_pattern, "foo-.*");
     }
 
+    /// #17.2: a file as Accurate's Helm chart renders it (every key of Accurate's schema,
+    /// `watches` entries without `group` for the core group, Go-style named captures in
+    /// naming policies) is read unchanged and compiles under Accurate's domain.
+    #[test]
+    fn accurate_rendered_configuration_is_read_unchanged_and_compiles() {
+        let text = "\
+labelKeys: 
+  - team
+annotationKeys: 
+  - metallb.universe.tf/address-pool
+subNamespaceLabelKeys: 
+  - app
+subNamespaceAnnotationKeys: 
+  - foo.bar/baz
+watches: 
+  - group: rbac.authorization.k8s.io
+    kind: Role
+    version: v1
+  - group: rbac.authorization.k8s.io
+    kind: RoleBinding
+    version: v1
+  - kind: Secret
+    version: v1
+  - kind: ResourceQuota
+    version: v1
+propagateLabelKeyExcludes: 
+  - '*kubernetes.io/*'
+propagateAnnotationKeyExcludes: 
+  - '*kubernetes.io/*'
+namingPolicies: 
+  - match: foo_.*
+    root: foo
+  - match: ^app-${team}-.*
+    root: ^app-(?P<team>.*)
+";
+        let config = parse(Path::new("config.yaml"), text).unwrap();
+        assert_eq!(config.watches.len(), 4);
+        assert_eq!(config.watches[3].kind, "ResourceQuota");
+        assert_eq!(config.watches[3].group, "");
+        assert_eq!(config.naming_policies.len(), 2);
+        let keys = arbor_policy::keys::Keys::for_domain("accurate.cybozu.com").unwrap();
+        config.compile(&keys).unwrap();
+    }
+
     #[test]
     fn unknown_field_is_rejected_with_its_name_and_the_file() {
         let error = parse(Path::new("/etc/arbor/config.yaml"), "labelKey: [team]\n")

@@ -7,12 +7,14 @@ use std::sync::Mutex;
 use arbor_api::condition::reasons;
 use arbor_policy::propagation::{CycleReport, PropagationRules};
 use k8s_openapi::api::core::v1::ObjectReference;
+use kube::core::ApiResource;
 use kube::runtime::events::{Event, EventType, Recorder};
 use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::index::Index;
 use crate::metrics::Metrics;
+use crate::owners::OwnerReader;
 use crate::watch::{Triggers, send_triggers};
 use crate::writer::Writer;
 
@@ -23,10 +25,16 @@ pub struct Context {
     pub writer: Writer,
     pub recorder: Recorder,
     pub metrics: Metrics,
+    /// Owners of kinds not watched, for `propagate-generated`.
+    pub owners: OwnerReader,
+    /// Where SubNamespaces are served under the key domain.
+    pub sub_namespaces: ApiResource,
     triggers: Triggers,
     synced: watch::Receiver<bool>,
     /// Cycles already announced with events, so that an unchanged tree writes nothing.
     reported_cycles: Mutex<BTreeSet<Vec<String>>>,
+    /// Objects (by uid) already reported as blocking a copy.
+    reported_blocks: Mutex<BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -36,24 +44,29 @@ impl std::fmt::Debug for Context {
 }
 
 impl Context {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         rules: PropagationRules,
         index: Index,
         writer: Writer,
         recorder: Recorder,
         metrics: Metrics,
+        sub_namespaces: ApiResource,
         triggers: Triggers,
         synced: watch::Receiver<bool>,
     ) -> Self {
         Self {
+            owners: OwnerReader::new(writer.client().clone()),
             rules,
             index,
             writer,
             recorder,
             metrics,
+            sub_namespaces,
             triggers,
             synced,
             reported_cycles: Mutex::new(BTreeSet::new()),
+            reported_blocks: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -133,6 +146,14 @@ impl Context {
             )
             .await;
         }
+    }
+
+    /// Whether the object with `uid` is reported as blocking a copy for the first time.
+    pub fn first_block_report(&self, uid: &str) -> bool {
+        self.reported_blocks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uid.to_owned())
     }
 
     /// Forgets announced cycles that are gone, so a cycle formed again is announced again.

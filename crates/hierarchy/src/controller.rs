@@ -9,16 +9,18 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use arbor_api::SubNamespace as SubNamespaceResource;
+use arbor_api::SubNamespaceApi;
 use arbor_policy::keys::{InvalidDomain, Keys};
 use arbor_policy::propagation::{ConfigError, PropagationConfig, PropagationRules};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
+use kube::api::DynamicObject;
+use kube::core::ApiResource;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use kube::{Api, Client, Resource as _, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::CancellationToken;
@@ -115,13 +117,10 @@ impl Running {
 }
 
 /// Every resource the controller reads and writes, for the RBAC check.
-fn resources(kinds: &kinds::WatchedKinds) -> Vec<Resource> {
+fn resources(kinds: &kinds::WatchedKinds, sub_namespaces: &ApiResource) -> Vec<Resource> {
     let mut resources = vec![
         Resource::new("", "namespaces"),
-        Resource::new(
-            SubNamespaceResource::group(&()).to_string(),
-            SubNamespaceResource::plural(&()).to_string(),
-        ),
+        Resource::new(&sub_namespaces.group, &sub_namespaces.plural),
     ];
     resources.extend(
         kinds
@@ -142,7 +141,8 @@ pub async fn start(
     let keys = Keys::for_domain(&settings.domain)?;
     let rules = settings.config.compile(&keys)?;
     let kinds = kinds::resolve(&client, &settings.config.watches).await?;
-    access::check(&client, &resources(&kinds)).await?;
+    let sub_api = SubNamespaceApi::for_domain(&settings.domain).api_resource();
+    access::check(&client, &resources(&kinds, &sub_api)).await?;
 
     let shutdown = shutdown.child_token();
     let index = Index::new(&keys);
@@ -151,6 +151,7 @@ pub async fn start(
     let (sync, synced) = SyncTracker::new(watch::watch_names(&kinds));
     let setup = WatchSetup {
         client: client.clone(),
+        sub_namespaces: sub_api.clone(),
         kinds: kinds.clone(),
         index: index.clone(),
         triggers: triggers.clone(),
@@ -172,6 +173,7 @@ pub async fn start(
         Writer::new(client.clone(), kinds),
         recorder,
         metrics.clone(),
+        sub_api.clone(),
         triggers,
         synced.clone(),
     ));
@@ -196,15 +198,17 @@ pub async fn start(
 
     let stop = shutdown.clone();
     let by_name = index.clone();
-    let sub_namespaces = Controller::new(
-        Api::<SubNamespaceResource>::all(client.clone()),
+    let concerned_api = sub_api.clone();
+    let sub_namespaces = Controller::new_with(
+        Api::<DynamicObject>::all_with(client.clone(), &sub_api),
         watcher::Config::default(),
+        sub_api,
     )
     .with_config(config)
     .watches(
         Api::<Namespace>::all(client.clone()),
         watcher::Config::default(),
-        move |namespace| sub_namespaces_concerned(&by_name, &keys, &namespace),
+        move |namespace| sub_namespaces_concerned(&by_name, &keys, &concerned_api, &namespace),
     )
     .graceful_shutdown_on(async move { stop.cancelled().await })
     .run(
@@ -231,8 +235,9 @@ pub async fn start(
 fn sub_namespaces_concerned(
     index: &Index,
     keys: &Keys,
+    sub_api: &ApiResource,
     namespace: &Namespace,
-) -> Vec<ObjectRef<SubNamespaceResource>> {
+) -> Vec<ObjectRef<DynamicObject>> {
     let name = namespace.name_any();
     let mut concerned: BTreeSet<(String, String)> =
         index.sub_namespaces_named(&name).into_iter().collect();
@@ -241,6 +246,6 @@ fn sub_namespaces_concerned(
     }
     concerned
         .into_iter()
-        .map(|(parent, name)| ObjectRef::new(&name).within(&parent))
+        .map(|(parent, name)| ObjectRef::new_with(&name, sub_api.clone()).within(&parent))
         .collect()
 }

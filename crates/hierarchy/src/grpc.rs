@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use arbor_policy::object::{self, GroupKind, GroupVersionKind};
 use arbor_policy::propagation::{
-    CopyAction, CycleReport, LeaveReason, NamespaceTree, PlannedCopy, PropagateMode,
-    PropagationRules, RoleKind, Upstream, controller_of, decide_copy, desired_metadata,
-    generated_propagation, plan_fan_out,
+    CopyAction, CycleReport, LeaveReason, NAME_OCCUPIED_RULE, NamespaceTree, PlannedCopy,
+    PropagateMode, PropagationRules, RoleKind, Upstream, controller_of, decide_copy,
+    desired_metadata, generated_propagation, plan_fan_out,
 };
 use arbor_proto::v1 as pb;
 use arbor_proto::v1::hierarchy_service_server::{HierarchyService, HierarchyServiceServer};
@@ -399,12 +399,12 @@ fn decision(copy: &PlannedCopy, relation: Option<&Upstream>) -> pb::Decision {
         ),
         CopyAction::Leave(reason) => {
             let (allowed, text) = leave(*reason);
-            (
-                allowed,
-                pb::Action::None,
-                rule(if allowed { update_rule } else { create_rule }),
-                text.to_owned(),
-            )
+            let rule = if reason.is_conflict() {
+                NAME_OCCUPIED_RULE.to_owned()
+            } else {
+                rule(if allowed { update_rule } else { create_rule })
+            };
+            (allowed, pb::Action::None, rule, text.to_owned())
         }
     };
     pb::Decision {

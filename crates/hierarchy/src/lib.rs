@@ -37,6 +37,7 @@ pub mod index;
 pub mod kinds;
 pub mod metrics;
 pub mod namespace_reconciler;
+pub mod owners;
 pub mod run;
 pub mod subnamespace_reconciler;
 pub mod watch;

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use arbor_policy::object;
 use arbor_policy::propagation::{
-    CopyAction, PlanError, TreeError, desired_metadata, generated_propagation, metadata_change,
-    plan_namespace_copies,
+    CopyAction, NAME_OCCUPIED_RULE, PlanError, TreeError, controller_of, desired_metadata,
+    generated_propagation, metadata_change, plan_namespace_copies,
 };
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
@@ -133,8 +133,16 @@ async fn reconcile_namespace(
                 None => Ok(()),
             },
             CopyAction::Leave(reason) => {
-                if reason.is_conflict() {
-                    tracing::debug!(object = %describe(&planned.group_kind, &name, &planned.name), ?reason, "a copy cannot be placed: an object not copied from the upstream holds the name");
+                if reason.is_conflict()
+                    && let Some(live) = live()
+                {
+                    let upstream = view
+                        .namespace
+                        .role(context.rules.keys())
+                        .upstream()
+                        .map(|u| u.name().to_owned())
+                        .unwrap_or_default();
+                    report_blocked_copy(context, live, &upstream).await;
                 }
                 Ok(())
             }
@@ -204,13 +212,36 @@ async fn apply_metadata(context: &Context, view: &NamespaceView) -> Result<(), W
     Ok(())
 }
 
-/// `propagate` on objects whose controller carries `propagate-generated`.
+/// `propagate` on objects whose controller carries `propagate-generated`. The controller is
+/// read from the index when its kind is watched, and through the API otherwise (any kind:
+/// see [`crate::owners`]).
 async fn annotate_generated(context: &Context, view: &NamespaceView) -> Vec<WriteError> {
+    let keys = context.rules.keys();
     let mut failures = Vec::new();
     for object in &view.objects {
-        let owner = context.index.controller_of(object);
-        let Some(annotation) = generated_propagation(context.rules.keys(), object, owner.as_ref())
-        else {
+        let Some(reference) = controller_of(object) else {
+            continue;
+        };
+        // An object annotated on purpose keeps its mode; no owner needs reading.
+        if object::annotation(object, &keys.propagate_annotation).is_some_and(|v| !v.is_empty()) {
+            continue;
+        }
+        let (owner, read_through_api) = match context.index.controller_of(object) {
+            Some(owner) => (Some(owner), false),
+            None if context.owners.already_checked(object) => continue,
+            None => match context.owners.read(object, &reference).await {
+                Ok(owner) => (owner, true),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot decide propagate-generated");
+                    context.metrics.error(error.reason());
+                    continue;
+                }
+            },
+        };
+        let Some(annotation) = generated_propagation(keys, object, owner.as_ref()) else {
+            if read_through_api && owner.is_some() {
+                context.owners.mark_checked(object);
+            }
             continue;
         };
         let partial = json!({
@@ -229,6 +260,39 @@ async fn annotate_generated(context: &Context, view: &NamespaceView) -> Vec<Writ
     }
     failures
 }
+
+/// An object of the same name that is not a copy keeps a copy out (arbor-policy's decision
+/// rows 6-7): a Warning Event on it and the `errors{reason="CopyBlocked"}` metric, once per
+/// object, and a log line.
+async fn report_blocked_copy(context: &Context, live: &Value, upstream: &str) {
+    let Some(uid) = object::str_at(live, &["metadata", "uid"]) else {
+        return;
+    };
+    if !context.first_block_report(uid) {
+        return;
+    }
+    let object = copy_name(live);
+    let note = format!(
+        "{object} is not a copy from {upstream} (no {} naming it), so the copy of the {upstream} object of that name is not placed: {NAME_OCCUPIED_RULE}",
+        context.rules.keys().from_annotation
+    );
+    tracing::warn!(%object, %upstream, "copy blocked by an object that is not a copy");
+    context.metrics.error(COPY_BLOCKED);
+    let reference = ObjectReference {
+        api_version: object::str_at(live, &["apiVersion"]).map(str::to_owned),
+        kind: object::str_at(live, &["kind"]).map(str::to_owned),
+        name: object::name(live).map(str::to_owned),
+        namespace: object::namespace(live).map(str::to_owned),
+        uid: Some(uid.to_owned()),
+        ..ObjectReference::default()
+    };
+    context
+        .publish(&reference, true, COPY_BLOCKED, "Propagate", note)
+        .await;
+}
+
+/// The reason (Event, metric) when an object that is not a copy keeps a copy out.
+pub const COPY_BLOCKED: &str = "CopyBlocked";
 
 async fn write_copy(
     context: &Context,

@@ -11,16 +11,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arbor_api::SubNamespaceStatus;
 use arbor_api::condition::{ConditionStatus, ConditionUpdate, reasons, set_condition, types};
 use arbor_api::keys::{HIERARCHY_FIELD_MANAGER, HIERARCHY_FINALIZER};
-use arbor_api::{SubNamespace as SubNamespaceResource, SubNamespaceStatus};
+use arbor_policy::keys::Keys;
 use arbor_policy::propagation::{
     NamespaceState, SubNamespace, SubNamespaceAction, SubNamespaceDeletion, finalize_sub_namespace,
-    reconcile_sub_namespace,
+    predecessor_field_managers, reconcile_sub_namespace,
 };
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{self, finalizer};
 use kube::{Api, Resource, ResourceExt};
@@ -28,6 +29,9 @@ use serde_json::json;
 
 use crate::context::Context;
 use crate::writer::WriteError;
+
+/// The reason (Event and `errors` metric) for a SubNamespace that does not decode.
+pub const UNDECODABLE: &str = "UndecodableSubNamespace";
 
 /// What failed inside the finalizer's apply or clean-up.
 #[derive(Debug, thiserror::Error)]
@@ -63,14 +67,41 @@ pub struct SubNamespaceError(#[from] Box<finalizer::Error<SubNamespaceFailure>>)
 
 /// The controller's reconcile function for SubNamespaces.
 pub async fn reconcile(
-    sub_namespace: Arc<SubNamespaceResource>,
+    sub_namespace: Arc<DynamicObject>,
     context: Arc<Context>,
 ) -> Result<Action, SubNamespaceError> {
     context.wait_synced().await;
     let started = Instant::now();
     let namespace = sub_namespace.namespace().unwrap_or_default();
-    let api: Api<SubNamespaceResource> =
-        Api::namespaced(context.writer.client().clone(), &namespace);
+    if sub_namespace.metadata.deletion_timestamp.is_none()
+        && let Err(reason) = policy_view(&sub_namespace)
+    {
+        // One object that does not decode never stops the others: it is reported and left
+        // alone (no namespace is made from a spec that cannot be read) until it changes.
+        report_undecodable(&sub_namespace, &reason, &context).await;
+        return Ok(Action::await_change());
+    }
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        context.writer.client().clone(),
+        &namespace,
+        &context.sub_namespaces,
+    );
+    if let Some(predecessor) = predecessor_finalizer(context.rules.keys())
+        && sub_namespace.finalizers().contains(&predecessor)
+    {
+        let result = take_over(&api, &predecessor, &sub_namespace, &context).await;
+        let done = sub_namespace.metadata.deletion_timestamp.is_none()
+            || !sub_namespace
+                .finalizers()
+                .iter()
+                .any(|f| f == HIERARCHY_FINALIZER);
+        if result.is_err() || done {
+            context
+                .metrics
+                .observe("subnamespace", started.elapsed().as_secs_f64());
+            return result.map_err(|e| SubNamespaceError(Box::new(e)));
+        }
+    }
     let result = finalizer(&api, HIERARCHY_FINALIZER, sub_namespace, |event| async {
         match event {
             finalizer::Event::Apply(sub) => apply(&sub, &context).await,
@@ -93,9 +124,76 @@ pub async fn reconcile(
     result
 }
 
+/// The finalizer the system Arbor takes over from puts on SubNamespaces: Accurate's
+/// `accurate.cybozu.com/finalizer`, and Innu's under its domain.
+fn predecessor_finalizer(keys: &Keys) -> Option<String> {
+    (!predecessor_field_managers(keys.domain()).is_empty()).then(|| keys.custom("finalizer"))
+}
+
+/// A SubNamespace carrying the predecessor's finalizer. Alive, it is reconciled as is: that
+/// finalizer already holds it until Arbor's clean-up ran, so Arbor adds none of its own (a
+/// cluster taken over costs no write where nothing differs). Being deleted, Arbor finishes what
+/// the predecessor started: the same clean-up rule, then its finalizer removed.
+async fn take_over(
+    api: &Api<DynamicObject>,
+    predecessor: &str,
+    sub: &DynamicObject,
+    context: &Context,
+) -> Result<Action, finalizer::Error<SubNamespaceFailure>> {
+    if sub.metadata.deletion_timestamp.is_none() {
+        return apply(sub, context)
+            .await
+            .map_err(finalizer::Error::ApplyFailed);
+    }
+    cleanup(sub, context)
+        .await
+        .map_err(finalizer::Error::CleanupFailed)?;
+    let remaining: Vec<&String> = sub
+        .finalizers()
+        .iter()
+        .filter(|f| *f != predecessor)
+        .collect();
+    // The resourceVersion makes the server refuse the patch if the list changed meanwhile.
+    let patch = json!({"metadata": {
+        "finalizers": remaining,
+        "resourceVersion": sub.metadata.resource_version,
+    }});
+    match api
+        .patch(
+            &sub.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.is_not_found() => {}
+        Err(error) => return Err(finalizer::Error::RemoveFinalizer(error)),
+    }
+    tracing::info!(namespace = ?sub.namespace(), name = %sub.name_any(), finalizer = predecessor,
+        "finished the deletion of a SubNamespace the previous controller left");
+    Ok(Action::await_change())
+}
+
+/// A SubNamespace that does not decode: a warning naming it and the field, an Event on it,
+/// and the `errors{reason="UndecodableSubNamespace"}` metric.
+async fn report_undecodable(sub: &DynamicObject, reason: &SubNamespaceFailure, context: &Context) {
+    tracing::warn!(%reason, "SubNamespace skipped: it does not decode");
+    context.metrics.error(UNDECODABLE);
+    context
+        .publish(
+            &sub.object_ref(&context.sub_namespaces),
+            true,
+            UNDECODABLE,
+            "Decode",
+            format!("{reason}; this SubNamespace is skipped until it is fixed"),
+        )
+        .await;
+}
+
 /// The controller's error policy: count and retry soon.
 pub fn error_policy(
-    _sub_namespace: Arc<SubNamespaceResource>,
+    _sub_namespace: Arc<DynamicObject>,
     error: &SubNamespaceError,
     context: Arc<Context>,
 ) -> Action {
@@ -104,12 +202,17 @@ pub fn error_policy(
     Action::requeue(Duration::from_secs(5))
 }
 
-fn policy_view(sub: &SubNamespaceResource) -> Result<SubNamespace, SubNamespaceFailure> {
+fn policy_view(sub: &DynamicObject) -> Result<SubNamespace, SubNamespaceFailure> {
     let value = serde_json::to_value(sub).map_err(|e| invalid(sub, e.to_string()))?;
-    SubNamespace::from_object(&value).map_err(|e| invalid(sub, e.to_string()))
+    SubNamespace::decode(&value).map_err(|e| invalid(sub, e.to_string()))
 }
 
-fn invalid(sub: &SubNamespaceResource, reason: String) -> SubNamespaceFailure {
+/// What a clean-up needs: where the SubNamespace lives and its name; its spec plays no part.
+fn identity(sub: &DynamicObject) -> SubNamespace {
+    SubNamespace::new(sub.namespace().unwrap_or_default(), sub.name_any())
+}
+
+fn invalid(sub: &DynamicObject, reason: String) -> SubNamespaceFailure {
     SubNamespaceFailure::Invalid {
         namespace: sub.namespace().unwrap_or_default(),
         name: sub.name_any(),
@@ -142,10 +245,7 @@ async fn existing_namespace(
     }))
 }
 
-async fn apply(
-    sub: &SubNamespaceResource,
-    context: &Context,
-) -> Result<Action, SubNamespaceFailure> {
+async fn apply(sub: &DynamicObject, context: &Context) -> Result<Action, SubNamespaceFailure> {
     let view = policy_view(sub)?;
     let existing = existing_namespace(context, &view).await?;
     let generation = sub.metadata.generation;
@@ -176,7 +276,7 @@ async fn apply(
             );
             context
                 .publish(
-                    &sub.object_ref(&()),
+                    &sub.object_ref(&context.sub_namespaces),
                     true,
                     reasons::NAMESPACE_CONFLICT,
                     "CreateNamespace",
@@ -242,11 +342,25 @@ fn in_place(view: &SubNamespace, generation: Option<i64>) -> Vec<ConditionUpdate
 /// Writes the status only when a condition or the observed generation changed.
 async fn write_status(
     context: &Context,
-    sub: &SubNamespaceResource,
+    sub: &DynamicObject,
     updates: Vec<ConditionUpdate>,
 ) -> Result<(), SubNamespaceFailure> {
-    let current = sub.status.clone().unwrap_or_default();
+    // A status another controller wrote in another shape (Accurate v1's was a string) is
+    // replaced, not an error.
+    let current: SubNamespaceStatus = sub
+        .data
+        .get("status")
+        .and_then(|status| serde_json::from_value(status.clone()).ok())
+        .unwrap_or_default();
     let mut conditions = current.conditions.clone();
+    let in_place = updates
+        .iter()
+        .any(|u| u.type_ == types::READY && u.status == ConditionStatus::True);
+    if in_place && says_current(&current, sub.metadata.generation) {
+        // Already Current in kstatus' terms (a status as Accurate writes it: the generation
+        // observed, nothing stalled): there is nothing new to say, so nothing is written.
+        return Ok(());
+    }
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let mut changed = current.observed_generation != sub.metadata.generation;
     for update in updates {
@@ -260,32 +374,45 @@ async fn write_status(
         conditions,
     };
     let patch = json!({
-        "apiVersion": SubNamespaceResource::api_version(&()),
-        "kind": SubNamespaceResource::kind(&()),
+        "apiVersion": context.sub_namespaces.api_version,
+        "kind": context.sub_namespaces.kind,
         "metadata": {"name": sub.name_any(), "namespace": sub.namespace()},
         "status": status,
     });
     let namespace = sub.namespace().unwrap_or_default();
-    Api::<SubNamespaceResource>::namespaced(context.writer.client().clone(), &namespace)
-        .patch_status(
-            &sub.name_any(),
-            &PatchParams::apply(HIERARCHY_FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await
-        .map_err(|source| SubNamespaceFailure::Status {
-            namespace,
-            name: sub.name_any(),
-            source,
-        })?;
+    Api::<DynamicObject>::namespaced_with(
+        context.writer.client().clone(),
+        &namespace,
+        &context.sub_namespaces,
+    )
+    .patch_status(
+        &sub.name_any(),
+        &PatchParams::apply(HIERARCHY_FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(|source| SubNamespaceFailure::Status {
+        namespace,
+        name: sub.name_any(),
+        source,
+    })?;
     Ok(())
 }
 
-async fn cleanup(
-    sub: &SubNamespaceResource,
-    context: &Context,
-) -> Result<Action, SubNamespaceFailure> {
-    let view = policy_view(sub)?;
+/// Whether `status` already says, in kstatus' terms, that the SubNamespace is Current at
+/// `generation`: observed, and no condition saying otherwise (Ready=False, Stalled or
+/// Conflict True).
+fn says_current(status: &SubNamespaceStatus, generation: Option<i64>) -> bool {
+    status.observed_generation.is_some()
+        && status.observed_generation == generation
+        && !status.conditions.iter().any(|c| {
+            (c.type_ == types::READY && c.status != "True")
+                || ((c.type_ == types::STALLED || c.type_ == types::CONFLICT) && c.status == "True")
+        })
+}
+
+async fn cleanup(sub: &DynamicObject, context: &Context) -> Result<Action, SubNamespaceFailure> {
+    let view = identity(sub);
     let existing = existing_namespace(context, &view).await?;
     let state = existing.as_ref().map(|(state, _)| state);
     match finalize_sub_namespace(context.rules.keys(), &view, state) {

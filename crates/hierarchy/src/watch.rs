@@ -10,7 +10,6 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use arbor_api::SubNamespace as SubNamespaceResource;
 use arbor_policy::object::GroupKind;
 use arbor_policy::propagation::{
     NamespaceState, PropagatedKeys, SubNamespace, predecessor_field_managers,
@@ -18,6 +17,7 @@ use arbor_policy::propagation::{
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::DynamicObject;
+use kube::core::ApiResource;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Event};
@@ -107,22 +107,33 @@ impl Feed<Namespace> for NamespaceFeed {
     }
 }
 
-/// SubNamespaces.
+/// SubNamespaces, in the group of the key domain. An object that does not decode is left out
+/// of the index (the SubNamespace reconciler reports it); the watch goes on with the others.
 #[derive(Debug)]
 pub struct SubNamespaceFeed;
 
-fn sub_namespace(object: &SubNamespaceResource) -> Option<SubNamespace> {
-    SubNamespace::from_object(&to_value(object)?).ok()
+fn sub_namespace(object: &DynamicObject) -> Option<SubNamespace> {
+    SubNamespace::decode(&to_value(object)?)
+        .inspect_err(|error| {
+            tracing::debug!(namespace = ?object.namespace(), name = %object.name_any(), %error,
+                "SubNamespace left out of the index: it does not decode");
+        })
+        .ok()
 }
 
-impl Feed<SubNamespaceResource> for SubNamespaceFeed {
-    fn apply(&self, index: &Index, object: SubNamespaceResource) -> BTreeSet<String> {
-        sub_namespace(&object).map_or_else(BTreeSet::new, |s| index.apply_sub_namespace(s))
+impl Feed<DynamicObject> for SubNamespaceFeed {
+    fn apply(&self, index: &Index, object: DynamicObject) -> BTreeSet<String> {
+        match sub_namespace(&object) {
+            Some(s) => index.apply_sub_namespace(s),
+            // What it asked for before no longer holds.
+            None => index
+                .delete_sub_namespace(&object.namespace().unwrap_or_default(), &object.name_any()),
+        }
     }
-    fn delete(&self, index: &Index, object: SubNamespaceResource) -> BTreeSet<String> {
+    fn delete(&self, index: &Index, object: DynamicObject) -> BTreeSet<String> {
         index.delete_sub_namespace(&object.namespace().unwrap_or_default(), &object.name_any())
     }
-    fn replace(&self, index: &Index, listed: Vec<SubNamespaceResource>) -> BTreeSet<String> {
+    fn replace(&self, index: &Index, listed: Vec<DynamicObject>) -> BTreeSet<String> {
         index.replace_sub_namespaces(listed.iter().filter_map(sub_namespace).collect())
     }
 }
@@ -220,6 +231,8 @@ pub async fn follow<K, F>(
 #[derive(Clone)]
 pub struct WatchSetup {
     pub client: Client,
+    /// Where SubNamespaces are served under the key domain.
+    pub sub_namespaces: ApiResource,
     pub kinds: WatchedKinds,
     pub index: Index,
     pub triggers: Triggers,
@@ -273,7 +286,7 @@ pub fn spawn_all(setup: &WatchSetup, sync: &SyncTracker) -> Vec<tokio::task::Joi
         ),
         spawn(
             "subnamespaces".into(),
-            Api::<SubNamespaceResource>::all(client()),
+            Api::<DynamicObject>::all_with(client(), &setup.sub_namespaces),
             SubNamespaceFeed,
             setup,
             sync,

@@ -8,6 +8,7 @@ mod common;
 use std::sync::Arc;
 
 use anyhow::{Result, ensure};
+use arbor_hierarchy::metrics::ErrorLabels;
 use arbor_kube_emu::KubeEmu;
 use arbor_kube_emu::auth::Identity;
 use arbor_kube_emu::authz::{Attributes, Authorizer, Decision};
@@ -15,10 +16,12 @@ use arbor_policy::propagation::WatchedKind;
 use common::{Cluster, test_config, wait_for};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
+use serde_json::json;
 
 for_each_domain!(
     cycle_halts_propagation_with_event_and_resumes_when_broken,
     unchanged_tree_reconcile_makes_no_write,
+    one_undecodable_sub_namespace_never_stops_the_others,
 );
 
 async fn cycle_halts_propagation_with_event_and_resumes_when_broken(domain: &str) -> Result<()> {
@@ -108,6 +111,75 @@ async fn unchanged_tree_reconcile_makes_no_write(domain: &str) -> Result<()> {
     ensure!(
         before == after,
         "a resync of an unchanged tree wrote (revision {before} -> {after})"
+    );
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// One bad object never stops a kind (#16.12): a SubNamespace whose spec does not decode (on a
+/// cluster whose CRD lets it through, as a hand-written or older CRD does) is reported with a
+/// warning, an Event naming the field and the `errors` metric, and skipped; one without spec
+/// (valid, as Accurate documents it) and the others are reconciled, before and after it.
+async fn one_undecodable_sub_namespace_never_stops_the_others(domain: &str) -> Result<()> {
+    let mut cluster = Cluster::without_controller(domain).await?;
+    cluster.loosen_sub_namespace_spec().await?;
+    cluster
+        .create_namespace("root", &[("type", "root")])
+        .await?;
+    let api_version = cluster.sub_api.api_version();
+    cluster
+        .create_sub_namespace_object(json!({"apiVersion": api_version, "kind": "SubNamespace",
+            "metadata": {"namespace": "root", "name": "bad"}, "spec": {"labels": "app=x"}}))
+        .await?;
+    cluster
+        .create_sub_namespace_object(json!({"apiVersion": api_version, "kind": "SubNamespace",
+            "metadata": {"namespace": "root", "name": "no-spec"}}))
+        .await?;
+    cluster
+        .create_sub_namespace("root", "good", &[("app", "shop")])
+        .await?;
+    cluster.start_controller().await?;
+
+    cluster
+        .wait_namespace_label("no-spec", "parent", Some("root"))
+        .await?;
+    cluster
+        .wait_namespace_label("good", "app", Some("shop"))
+        .await?;
+    let events: Api<Event> = Api::namespaced(cluster.client.clone(), "root");
+    wait_for("an UndecodableSubNamespace event on root/bad", || async {
+        Ok(events
+            .list(&Default::default())
+            .await?
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("UndecodableSubNamespace")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("bad")
+                    && e.note.as_deref().is_some_and(|n| n.contains("spec.labels"))
+            }))
+    })
+    .await?;
+    let undecodable = cluster
+        .metrics
+        .errors
+        .get_or_create(&ErrorLabels {
+            reason: "UndecodableSubNamespace".into(),
+        })
+        .get();
+    ensure!(
+        undecodable >= 1,
+        "the errors metric counts the undecodable SubNamespace"
+    );
+
+    cluster.create_sub_namespace("root", "later", &[]).await?;
+    cluster
+        .wait_namespace_label("later", "parent", Some("root"))
+        .await?;
+    cluster.settle().await?;
+    ensure!(
+        cluster.namespace("bad").await?.is_none(),
+        "no namespace is made from a spec that cannot be read"
     );
     cluster.shutdown().await;
     Ok(())

@@ -5,7 +5,10 @@ mod common;
 
 use anyhow::{Result, ensure};
 use arbor_api::condition::{ConditionStatus, condition_status, find_condition, reasons, types};
+use arbor_hierarchy::metrics::ErrorLabels;
 use common::{Cluster, wait_for};
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
@@ -37,6 +40,9 @@ for_each_domain!(
     removed_keys_of_a_root_and_a_parent_are_removed_from_every_descendant,
     removed_keys_of_a_template_are_removed_from_its_instances,
     removed_keys_of_a_sub_namespace_spec_are_removed_from_its_namespace,
+    subnamespace_without_spec_in_the_domain_group_creates_sub_namespace,
+    propagate_generated_works_for_an_owner_of_a_kind_not_watched,
+    same_name_object_without_from_keeps_the_copy_out_visibly,
 );
 
 /// A root `root` with sub-namespace `child` (created directly with the parent key).
@@ -84,10 +90,8 @@ async fn subnamespace_new_creates_sub_namespace(domain: &str) -> Result<()> {
     cluster
         .wait_namespace_label("team-a", "parent", Some("root"))
         .await?;
-    let subs = cluster.sub_namespaces("root");
     wait_for("SubNamespace root/team-a Ready", || async {
-        let sub = subs.get("team-a").await?;
-        let conditions = sub.status.map(|s| s.conditions).unwrap_or_default();
+        let conditions = cluster.sub_namespace_conditions("root", "team-a").await?;
         Ok(condition_status(&conditions, types::READY) == ConditionStatus::True)
     })
     .await?;
@@ -131,8 +135,7 @@ async fn subnamespace_deleting_keeps_namespace_that_is_not_its_child(domain: &st
     wait_for(
         "SubNamespace root/taken Stalled and Conflict with reason NamespaceConflict",
         || async {
-            let sub = subs.get("taken").await?;
-            let conditions = sub.status.map(|s| s.conditions).unwrap_or_default();
+            let conditions = cluster.sub_namespace_conditions("root", "taken").await?;
             let conflicting = |type_| {
                 find_condition(&conditions, type_)
                     .is_some_and(|c| c.status == "True" && c.reason == reasons::NAMESPACE_CONFLICT)
@@ -723,6 +726,171 @@ async fn removed_keys_of_a_sub_namespace_spec_are_removed_from_its_namespace(
             .as_deref()
             == Some("root"),
         "the parent label stays"
+    );
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// #17.1: the manifest of Accurate's docs/subnamespaces.md, in the domain's group
+/// (`accurate.cybozu.com/v2` under Accurate's domain), without `spec`.
+async fn subnamespace_without_spec_in_the_domain_group_creates_sub_namespace(
+    domain: &str,
+) -> Result<()> {
+    let cluster = Cluster::start(domain).await?;
+    cluster
+        .create_namespace("root", &[("type", "root")])
+        .await?;
+    let api_version = cluster.sub_api.api_version();
+    if domain == common::ACCURATE {
+        ensure!(api_version == "accurate.cybozu.com/v2", "{api_version}");
+    }
+    cluster
+        .create_sub_namespace_object(json!({"apiVersion": api_version, "kind": "SubNamespace",
+            "metadata": {"namespace": "root", "name": "sn1"}}))
+        .await?;
+    cluster
+        .wait_namespace_label("sn1", "parent", Some("root"))
+        .await?;
+    wait_for("SubNamespace root/sn1 Ready", || async {
+        let conditions = cluster.sub_namespace_conditions("root", "sn1").await?;
+        Ok(condition_status(&conditions, types::READY) == ConditionStatus::True)
+    })
+    .await?;
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// #16.9: `propagate-generated` for an owner of any kind. The owner here is a cert-manager
+/// Certificate, a kind the controller does not watch; the Secret it generated gets
+/// `propagate=update` and is copied below.
+async fn propagate_generated_works_for_an_owner_of_a_kind_not_watched(domain: &str) -> Result<()> {
+    let cluster = root_and_child(domain).await?;
+    cluster
+        .create_crd(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "certificates.cert-manager.io"},
+            "spec": {"group": "cert-manager.io", "scope": "Namespaced",
+                "names": {"kind": "Certificate", "plural": "certificates",
+                          "singular": "certificate", "listKind": "CertificateList"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]},
+        }))
+        .await?;
+    let certificates = cluster.dynamic("root", "cert-manager.io", "v1", "Certificate");
+    let certificate = json!({
+        "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+        "metadata": {"name": "web", "namespace": "root",
+                     "annotations": {cluster.key("propagate-generated"): "update"}},
+        "spec": {"secretName": "web-tls"},
+    });
+    wait_for("the Certificate kind to be served", || async {
+        Ok(certificates
+            .patch(
+                "web",
+                &PatchParams::apply("test"),
+                &Patch::Apply(&certificate),
+            )
+            .await
+            .is_ok())
+    })
+    .await?;
+    let uid = certificates
+        .get("web")
+        .await?
+        .metadata
+        .uid
+        .unwrap_or_default();
+    let generated = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "web-tls", "namespace": "root", "ownerReferences": [
+            {"apiVersion": "cert-manager.io/v1", "kind": "Certificate", "name": "web",
+             "uid": uid, "controller": true}]},
+        "data": {"value": common::base64("cert")},
+    });
+    cluster
+        .secrets("root")
+        .patch(
+            "web-tls",
+            &PatchParams::apply("test"),
+            &Patch::Apply(&generated),
+        )
+        .await?;
+    cluster.wait_secret("child", "web-tls", "cert").await?;
+    ensure!(
+        cluster
+            .secret_annotation("root", "web-tls", "propagate")
+            .await?
+            .as_deref()
+            == Some("update"),
+        "the generated Secret carries propagate=update"
+    );
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// #16.10: a sub-namespace already holds an object of the source's kind and name that is not a
+/// copy. Arbor leaves it (see arbor-policy's decision, rows 6-7) and says so: a Warning Event
+/// `CopyBlocked` on the object, the `errors{reason="CopyBlocked"}` metric, and
+/// ExplainPropagation naming the rule.
+async fn same_name_object_without_from_keeps_the_copy_out_visibly(domain: &str) -> Result<()> {
+    let cluster = root_and_child(domain).await?;
+    cluster.create_secret("child", "s", "mine", &[]).await?;
+    cluster
+        .create_secret("root", "s", "theirs", &[("propagate", "update")])
+        .await?;
+    let events: Api<Event> = Api::namespaced(cluster.client.clone(), "child");
+    wait_for("a CopyBlocked event on Secret child/s", || async {
+        Ok(events
+            .list(&Default::default())
+            .await?
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("CopyBlocked")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("s")
+            }))
+    })
+    .await?;
+    cluster.settle().await?;
+    ensure!(
+        cluster.secret_value("child", "s").await?.as_deref() == Some("mine"),
+        "the object that is not a copy is never overwritten"
+    );
+    let blocked = cluster
+        .metrics
+        .errors
+        .get_or_create(&ErrorLabels {
+            reason: "CopyBlocked".into(),
+        })
+        .get();
+    ensure!(
+        blocked == 1,
+        "the metric counts the blocked copy once, got {blocked}"
+    );
+    let explained =
+        cluster
+            .controller()
+            .service()
+            .explain(&arbor_proto::v1::ExplainPropagationRequest {
+                object: Some(arbor_proto::v1::ObjectRef {
+                    group: String::new(),
+                    version: "v1".into(),
+                    kind: "Secret".into(),
+                    namespace: "root".into(),
+                    name: "s".into(),
+                }),
+                target_namespace: "child".into(),
+            })?;
+    let rule = explained
+        .targets
+        .first()
+        .and_then(|t| t.decision.as_ref())
+        .map(|d| d.rule.clone())
+        .unwrap_or_default();
+    ensure!(
+        rule == arbor_policy::propagation::NAME_OCCUPIED_RULE,
+        "explain names the rule: {rule}"
     );
     cluster.shutdown().await;
     Ok(())

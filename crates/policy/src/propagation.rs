@@ -81,6 +81,11 @@
 //! | Removed keys are removed below: a key taken off a root or parent leaves every descendant | `metadata::tests::removed_keys_are_removed_below_and_keys_nobody_propagated_are_kept` | `removed_keys_of_a_root_and_a_parent_are_removed_from_every_descendant` |
 //! | ... taken off a template leaves its instances; keys nobody propagated stay | `metadata::tests::a_namespace_in_place_needs_no_write` | `removed_keys_of_a_template_are_removed_from_its_instances` |
 //! | ... taken off a SubNamespace's spec leaves its namespace | `metadata::tests::keys_held_only_by_propagating_managers_count_as_propagated` | `removed_keys_of_a_sub_namespace_spec_are_removed_from_its_namespace` |
+//! | propagate-generated for an owner of any kind (read through the API, per-kind discovery cache) | `generated::tests` (the owner is an input) | `propagate_generated_works_for_an_owner_of_a_kind_not_watched` |
+//! | Same-name object without `from`: left, with an Event `CopyBlocked`, the metric, and ExplainPropagation naming [`decision::NAME_OCCUPIED_RULE`] (see [`decision`]) | `decision` rows 6-7 | `same_name_object_without_from_keeps_the_copy_out_visibly` |
+//! | One undecodable SubNamespace never stops the others (spec optional; wrong types named by field) | `subnamespace::tests::decode_names_the_wrong_typed_field` | `beyond.rs`: `one_undecodable_sub_namespace_never_stops_the_others` |
+//! | The SubNamespace group follows the domain (Accurate's documented manifest, no spec) | — | `subnamespace_without_spec_in_the_domain_group_creates_sub_namespace` |
+//! | Migration in place: zero writes where nothing differs, the predecessor's finalizer finished | `metadata::tests::the_created_by_record_is_never_stale` | `migration.rs` (accurate and innu) |
 //!
 //! The decision table itself is tested row by row in [`decision`]; the property that a copy
 //! is updated only for an `update` source and deleted only when itself `update` (so a copy
@@ -113,7 +118,9 @@ pub use config::{
 };
 pub use copy::{CopyError, build_copy, copy_differs};
 pub use cycles::{CycleReport, find_cycles};
-pub use decision::{CopyFacts, FromFact, LeaveReason, LiveFact, SourceFact, Verdict, decide};
+pub use decision::{
+    CopyFacts, FromFact, LeaveReason, LiveFact, NAME_OCCUPIED_RULE, SourceFact, Verdict, decide,
+};
 pub use generated::{AnnotationToAdd, OwnerReference, controller_of, generated_propagation};
 pub use glob::{KeyPattern, KeyPatterns, PatternError};
 pub use metadata::{
@@ -128,7 +135,7 @@ pub use plan::{
 };
 pub use sub_admission::{review_sub_namespace_create, review_sub_namespace_delete};
 pub use subnamespace::{
-    SubNamespace, SubNamespaceAction, SubNamespaceDeletion, finalize_sub_namespace,
-    reconcile_sub_namespace,
+    SubNamespace, SubNamespaceAction, SubNamespaceDecodeError, SubNamespaceDeletion,
+    finalize_sub_namespace, reconcile_sub_namespace,
 };
 pub use tree::{NamespaceTree, TreeError, UpstreamChain};

@@ -161,8 +161,22 @@ pub async fn ensure_namespace(client: &Client, name: &str) -> Result<(), Error> 
 /// Installs the CustomResourceDefinitions of every Arbor kind and waits until the API serves
 /// each of them.
 pub async fn install_crds(client: &Client, timeout: Duration) -> Result<(), Error> {
+    install_crds_for_domain(client, arbor_api::keys::DEFAULT_DOMAIN, timeout).await
+}
+
+/// Like [`install_crds`], plus the SubNamespace CRD of key domain `domain` when it serves
+/// SubNamespaces outside `arbor.dev` (Accurate's and Innu's groups), as the chart does.
+pub async fn install_crds_for_domain(
+    client: &Client,
+    domain: &str,
+    timeout: Duration,
+) -> Result<(), Error> {
     let api = Api::<CustomResourceDefinition>::all(client.clone());
-    let crds = arbor_api::crds::all();
+    let mut crds = arbor_api::crds::all();
+    let sub_namespaces = arbor_api::SubNamespaceApi::for_domain(domain);
+    if sub_namespaces.group != arbor_api::crds::GROUP {
+        crds.push(sub_namespaces.crd());
+    }
     for crd in &crds {
         let name = crd.meta().name.clone().unwrap_or_default();
         api.patch(

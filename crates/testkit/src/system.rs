@@ -18,7 +18,7 @@ use serde_json::json;
 
 use crate::Error;
 use crate::binaries::binary_in;
-use crate::cluster::{apply, ensure_namespace, install_crds};
+use crate::cluster::{apply, ensure_namespace, install_crds_for_domain};
 use crate::ports::free_addr;
 use crate::process::{Process, ProcessSpec};
 use crate::tls::{Identity, TlsFiles};
@@ -48,6 +48,9 @@ pub struct SystemConfig {
     pub startup_timeout: Duration,
     /// The controllers' `--log-level`.
     pub log_level: String,
+    /// `--domain` of arbor-hierarchy and arbor-webhook (their default, `arbor.dev`, when
+    /// `None`); the SubNamespace CRD of that domain is installed too.
+    pub domain: Option<String>,
 }
 
 impl SystemConfig {
@@ -64,6 +67,7 @@ impl SystemConfig {
             resync_period: "30s".to_owned(),
             startup_timeout: Duration::from_secs(60),
             log_level: "info".to_owned(),
+            domain: None,
         })
     }
 
@@ -157,7 +161,11 @@ impl System {
         let yaml = std::fs::read_to_string(&kubeconfig)
             .map_err(Error::io(format!("reading {}", kubeconfig.display())))?;
         let client = arbor_runtime::client::from_kubeconfig_yaml(&yaml).await?;
-        install_crds(&client, config.startup_timeout).await?;
+        let domain = config
+            .domain
+            .as_deref()
+            .unwrap_or(arbor_api::keys::DEFAULT_DOMAIN);
+        install_crds_for_domain(&client, domain, config.startup_timeout).await?;
         ensure_namespace(&client, SYSTEM_NAMESPACE).await?;
 
         let tls = TlsFiles::create(&workdir.join("tls"))?;
@@ -204,6 +212,10 @@ impl System {
                 extra.push("--config".into());
                 extra.push(config.into());
             }
+            if let Some(domain) = &self.config.domain {
+                extra.push("--domain".into());
+                extra.push(domain.into());
+            }
             self.hierarchy = Some(self.start_controller("hierarchy", extra).await?);
         }
         if self.config.observer {
@@ -227,6 +239,10 @@ impl System {
                 "--gittrack-mode".into(),
                 "Enabled".into(),
             ];
+            if let Some(domain) = &self.config.domain {
+                extra.push("--domain".into());
+                extra.push(domain.into());
+            }
             if let Some(url) = &gitsync_url {
                 extra.push("--gitsync-addr".into());
                 extra.push(url.into());
@@ -296,6 +312,13 @@ impl System {
     /// a `url` client config since the webhook runs outside any cluster.
     async fn register_webhook(&self, url: &str) -> Result<(), Error> {
         let ca_bundle = base64::engine::general_purpose::STANDARD.encode(self.tls.ca_pem());
+        let sub_namespace_group = arbor_api::SubNamespaceApi::for_domain(
+            self.config
+                .domain
+                .as_deref()
+                .unwrap_or(arbor_api::keys::DEFAULT_DOMAIN),
+        )
+        .group;
         let configuration = json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
@@ -307,7 +330,7 @@ impl System {
                     {"apiGroups": ["arbor.dev"], "apiVersions": ["*"],
                      "resources": ["gittracks", "clustergittracks", "gittrackobjects", "clustergittrackobjects"],
                      "operations": ["CREATE", "UPDATE"], "scope": "*"},
-                    {"apiGroups": ["arbor.dev"], "apiVersions": ["*"], "resources": ["subnamespaces"],
+                    {"apiGroups": [sub_namespace_group], "apiVersions": ["*"], "resources": ["subnamespaces"],
                      "operations": ["CREATE", "UPDATE", "DELETE"], "scope": "Namespaced"},
                     {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["namespaces"],
                      "operations": ["CREATE", "UPDATE", "DELETE"], "scope": "Cluster"},

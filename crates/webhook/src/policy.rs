@@ -41,17 +41,21 @@ enum Subject {
 }
 
 impl Subject {
-    fn of(input: &ReviewInput) -> Self {
+    /// `sub_namespace_group`: where SubNamespaces are served under the key domain (the
+    /// SubNamespace kind follows the domain; Arbor's other kinds stay in `arbor.dev`).
+    fn of(input: &ReviewInput, sub_namespace_group: &str) -> Self {
         let arbor_group = arbor_api::GitTrack::group(&());
         let kind = input.kind.kind.as_str();
         match (input.kind.group.as_str(), kind) {
             ("", "Namespace") => Self::Tree(TreeKind::Namespace),
+            (group, "SubNamespace") if group == sub_namespace_group => {
+                Self::Tree(TreeKind::SubNamespace)
+            }
             (group, _) if group != arbor_group => Self::Other,
             (_, "GitTrackObject") => Self::Tracking(TrackingKind::GitTrackObject),
             (_, "ClusterGitTrackObject") => Self::Tracking(TrackingKind::ClusterGitTrackObject),
             (_, "GitTrack") => Self::Source(SourceKind::GitTrack),
             (_, "ClusterGitTrack") => Self::Source(SourceKind::ClusterGitTrack),
-            (_, "SubNamespace") => Self::Tree(TreeKind::SubNamespace),
             _ => Self::Other,
         }
     }
@@ -114,7 +118,9 @@ impl Policy {
             return Ok(());
         }
         let stored = || stored_object(input);
-        match Subject::of(input) {
+        let sub_namespace_group =
+            arbor_api::SubNamespaceApi::for_domain(self.settings.keys.domain()).group;
+        match Subject::of(input, &sub_namespace_group) {
             Subject::Other => {}
             Subject::Tracking(kind) => {
                 if let Some(object) = stored()? {

@@ -15,6 +15,7 @@ use arbor_policy::keys::Keys;
 use arbor_policy::propagation::{NamespaceState, NamespaceTree, SubNamespace};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
+use kube::api::DynamicObject;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -53,7 +54,8 @@ type BuiltTree = (u64, Arc<NamespaceTree>);
 pub struct ClusterTree {
     keys: Keys,
     namespaces: Store<Namespace>,
-    sub_namespaces: Store<arbor_api::SubNamespace>,
+    /// SubNamespaces in the group of the key domain, read as they are (spec optional).
+    sub_namespaces: Store<DynamicObject>,
     generation: Arc<AtomicU64>,
     cached: Arc<Mutex<Option<BuiltTree>>>,
 }
@@ -84,16 +86,20 @@ impl ClusterTree {
         shutdown: CancellationToken,
     ) -> (Self, impl Future<Output = Result<(), ReflectorError>>) {
         let (namespaces, namespace_writer) = reflector::store();
-        let (sub_namespaces, sub_writer) = reflector::store();
+        let sub_api = arbor_api::SubNamespaceApi::for_domain(keys.domain()).api_resource();
+        let sub_writer = reflector::store::Writer::<DynamicObject>::new(sub_api.clone());
+        let sub_namespaces = sub_writer.as_reader();
         let generation = Arc::new(AtomicU64::new(0));
         spawn_reflector(
             Api::<Namespace>::all(client.clone()),
+            (),
             namespace_writer,
             generation.clone(),
             shutdown.clone(),
         );
         spawn_reflector(
-            Api::<arbor_api::SubNamespace>::all(client),
+            Api::<DynamicObject>::all_with(client, &sub_api),
+            sub_api,
             sub_writer,
             generation.clone(),
             shutdown,
@@ -156,19 +162,15 @@ impl ClusterTree {
 
 fn spawn_reflector<K>(
     api: Api<K>,
+    dyntype: K::DynamicType,
     writer: reflector::store::Writer<K>,
     generation: Arc<AtomicU64>,
     shutdown: CancellationToken,
 ) where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
 {
-    let kind = K::kind(&());
+    let kind = K::kind(&dyntype).into_owned();
     // Every event, deletions and relists included, has been applied to the store when it
     // comes out of `reflect`, so bumping the generation afterwards never hides a change.
     let stream = watcher(api, watcher::Config::default())

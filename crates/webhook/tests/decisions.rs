@@ -4,7 +4,9 @@
 mod support;
 
 use arbor_policy::ownership::ClusterGitTrackMode;
+use arbor_policy::propagation::NamespaceState;
 use arbor_webhook::rules::drift::UnreachableAnswer;
+use arbor_webhook::settings::PolicySettings;
 use serde_json::{Value, json};
 use support::*;
 
@@ -578,4 +580,48 @@ async fn a_sub_namespace_name_breaking_a_naming_policy_of_the_hierarchy_config_i
             decision.reason
         );
     }
+}
+
+/// #17.1: the SubNamespace kind follows the key domain. Under `accurate.cybozu.com` the tree
+/// rules judge `accurate.cybozu.com/v2` SubNamespaces (spec optional, as Accurate documents
+/// them), and an `arbor.dev` SubNamespace is not a tree object there.
+#[tokio::test]
+async fn sub_namespace_rules_follow_the_domain_group() {
+    let keys = arbor_policy::keys::Keys::for_domain("accurate.cybozu.com").unwrap();
+    let settings = PolicySettings::new(
+        settings(ClusterGitTrackMode::IncludeNamespaced).scope,
+        keys.clone(),
+    );
+    let tree = vec![
+        NamespaceState::new("team").with_label(&keys.type_label, "root"),
+        NamespaceState::new("plain"),
+    ];
+    let accurate = policy(settings, tree, None);
+    let create = |group: &str, version: &str, namespace: &str| {
+        let object = json!({"apiVersion": format!("{group}/{version}"), "kind": "SubNamespace",
+            "metadata": {"name": "child", "namespace": namespace}});
+        request(
+            "CREATE",
+            (group, version, "SubNamespace"),
+            Some(namespace),
+            "child",
+            "alice",
+            Some(object),
+            None,
+        )
+    };
+    assert!(
+        decide(&accurate, create("accurate.cybozu.com", "v2", "team"))
+            .await
+            .allowed()
+    );
+    let decision = decide(&accurate, create("accurate.cybozu.com", "v2", "plain"))
+        .await
+        .decision();
+    assert_eq!(decision.rule, "seeds/001 tree parent-not-root-or-sub");
+    assert!(
+        decide(&accurate, create("arbor.dev", "v1alpha1", "plain"))
+            .await
+            .allowed()
+    );
 }

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
-use arbor_api::SubNamespace;
+use arbor_api::{SubNamespaceApi, SubNamespaceStatus};
 use arbor_hierarchy::metrics::Metrics;
 use arbor_hierarchy::{Running, Settings};
 use arbor_kube_emu::KubeEmu;
@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::{Api, Client, CustomResourceExt};
+use kube::{Api, Client};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -82,6 +82,10 @@ pub struct Cluster {
     pub client: Client,
     pub keys: Keys,
     pub domain: String,
+    /// Where SubNamespaces are served under the test's domain.
+    pub sub_api: SubNamespaceApi,
+    /// The running controller's metrics.
+    pub metrics: Metrics,
     controller: Option<Running>,
 }
 
@@ -105,10 +109,11 @@ impl Cluster {
     /// Like [`Cluster::without_controller`], on an emulator the test configured.
     pub async fn on(emu: KubeEmu, domain: &str) -> Result<Self> {
         let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
+        let sub_api = SubNamespaceApi::for_domain(domain);
         Api::<CustomResourceDefinition>::all(client.clone())
-            .create(&PostParams::default(), &SubNamespace::crd())
+            .create(&PostParams::default(), &sub_api.crd())
             .await?;
-        let probe: Api<SubNamespace> = Api::all(client.clone());
+        let probe: Api<DynamicObject> = Api::all_with(client.clone(), &sub_api.api_resource());
         wait_for("the SubNamespace CRD to be served", || async {
             Ok(probe.list(&Default::default()).await.is_ok())
         })
@@ -118,8 +123,44 @@ impl Cluster {
             client,
             keys: Keys::for_domain(domain)?,
             domain: domain.to_owned(),
+            sub_api,
+            metrics: Metrics::default(),
             controller: None,
         })
+    }
+
+    /// Replaces the SubNamespace CRD's `spec` schema by one that keeps anything, as a
+    /// hand-written or older CRD may: objects the controller cannot decode can then be stored.
+    pub async fn loosen_sub_namespace_spec(&self) -> Result<()> {
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let mut crd = self.sub_api.crd();
+        for version in &mut crd.spec.versions {
+            let schema = version
+                .schema
+                .as_mut()
+                .and_then(|s| s.open_api_v3_schema.as_mut())
+                .context("the CRD has a schema")?;
+            let properties = schema.properties.as_mut().context("schema properties")?;
+            properties.insert(
+                "spec".into(),
+                serde_json::from_value(json!({
+                    "type": "object", "x-kubernetes-preserve-unknown-fields": true}))?,
+            );
+        }
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let live = crds.get(&name).await?;
+        crd.metadata.resource_version = live.metadata.resource_version;
+        crds.replace(&name, &PostParams::default(), &crd).await?;
+        Ok(())
+    }
+
+    /// Installs the CRD `crd` (JSON).
+    pub async fn create_crd(&self, crd: Value) -> Result<()> {
+        Api::<CustomResourceDefinition>::all(self.client.clone())
+            .create(&PostParams::default(), &serde_json::from_value(crd)?)
+            .await
+            .context("create CRD")?;
+        Ok(())
     }
 
     pub async fn start_controller(&mut self) -> Result<()> {
@@ -143,7 +184,7 @@ impl Cluster {
                 config,
                 instance: Some("test".into()),
             },
-            Metrics::default(),
+            self.metrics.clone(),
             CancellationToken::new(),
         )
         .await
@@ -323,8 +364,9 @@ impl Cluster {
 
     // --- SubNamespaces ----------------------------------------------------------------
 
-    pub fn sub_namespaces(&self, namespace: &str) -> Api<SubNamespace> {
-        Api::namespaced(self.client.clone(), namespace)
+    /// SubNamespaces in the group of the test's domain.
+    pub fn sub_namespaces(&self, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), namespace, &self.sub_api.api_resource())
     }
 
     pub async fn create_sub_namespace(
@@ -333,16 +375,44 @@ impl Cluster {
         name: &str,
         spec_labels: &[(&str, &str)],
     ) -> Result<()> {
-        let sub = json!({
-            "apiVersion": "arbor.dev/v1alpha1", "kind": "SubNamespace",
+        self.create_sub_namespace_object(json!({
+            "apiVersion": self.sub_api.api_version(), "kind": "SubNamespace",
             "metadata": {"name": name, "namespace": parent},
             "spec": {"labels": self.labels(spec_labels)},
-        });
-        self.sub_namespaces(parent)
-            .create(&PostParams::default(), &serde_json::from_value(sub)?)
+        }))
+        .await
+    }
+
+    /// Creates the SubNamespace `object` as it is.
+    pub async fn create_sub_namespace_object(&self, object: Value) -> Result<()> {
+        let parent = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        self.sub_namespaces(&parent)
+            .create(&PostParams::default(), &serde_json::from_value(object)?)
             .await
             .with_context(|| format!("create SubNamespace {parent}/{name}"))?;
         Ok(())
+    }
+
+    /// The conditions of SubNamespace `parent/name`.
+    pub async fn sub_namespace_conditions(
+        &self,
+        parent: &str,
+        name: &str,
+    ) -> Result<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>> {
+        let sub = self.sub_namespaces(parent).get(name).await?;
+        Ok(sub
+            .data
+            .get("status")
+            .and_then(|s| serde_json::from_value::<SubNamespaceStatus>(s.clone()).ok())
+            .map(|s| s.conditions)
+            .unwrap_or_default())
     }
 
     // --- objects ----------------------------------------------------------------------

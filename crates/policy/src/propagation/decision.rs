@@ -29,8 +29,26 @@
 //! an Update, and only a live object that is itself annotated `update` and carries `from` is
 //! ever deleted. An object without `from` is an original, never a copy, so it is never
 //! overwritten or deleted, even when its name collides with a source (rows 6, 15).
+//!
+//! # Same-name objects without `from` (rows 6 and 7)
+//!
+//! seeds/001 says a sub-namespace gets "copies ... if they are missing or different" and does
+//! not say what an object of the same name that is no copy is. Accurate's own answer differs
+//! by mode: for `create` it leaves any object of that name alone (as row 6 does); for `update`
+//! it applies the copy over it, so the namespace's own object is replaced and gains `from`.
+//! Arbor decides **Leave** for both modes: an object without `from` was not made by
+//! propagation, and a controller never overwrites what it is not sure it owns (a Secret a team
+//! created by hand would otherwise be silently replaced by its parent's). The decision is never
+//! silent: the controller publishes a Warning Event `CopyBlocked` on the object in the way,
+//! counts it in `arbor_hierarchy_errors{reason="CopyBlocked"}`, and `arborctl explain` (the
+//! gRPC ExplainPropagation) names [`NAME_OCCUPIED_RULE`]. To let the copy in, delete the
+//! object, or annotate it `<domain>/from=<upstream>` to adopt it as the copy.
 
 use super::mode::PropagateMode;
+
+/// The rule that leaves an object without `from` (or a foreign copy) in the way of a copy, as
+/// explanations name it.
+pub const NAME_OCCUPIED_RULE: &str = "arbor-policy copy decision rows 6-7: an object that is not a copy from the upstream is never overwritten";
 
 /// The object of that name in the upstream namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

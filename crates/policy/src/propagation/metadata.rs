@@ -165,12 +165,16 @@ pub fn metadata_change(
             .cloned()
             .collect::<BTreeSet<_>>()
     };
+    let mut stale_labels = stale(
+        &namespace.labels,
+        &namespace.propagated.labels,
+        &wanted.labels,
+    );
+    // The created-by label records who made the namespace (Accurate sets it on the
+    // sub-namespaces it creates); nothing propagates it, so it is never stale.
+    stale_labels.remove(CREATED_BY_LABEL);
     let remove = StaleKeys {
-        labels: stale(
-            &namespace.labels,
-            &namespace.propagated.labels,
-            &wanted.labels,
-        ),
+        labels: stale_labels,
         annotations: stale(
             &namespace.annotations,
             &namespace.propagated.annotations,
@@ -446,6 +450,15 @@ mod tests {
         let change = metadata_change(None, &ns);
         assert_eq!(change.apply, None);
         assert_eq!(change.remove.labels, BTreeSet::from(["team".into()]));
+    }
+
+    #[test]
+    fn the_created_by_record_is_never_stale() {
+        let ns = held(
+            &[("team", "a"), (CREATED_BY_LABEL, "accurate")],
+            &["team", CREATED_BY_LABEL],
+        );
+        assert!(metadata_change(Some(&wanting(&[("team", "a")])), &ns).is_empty());
     }
 
     #[test]

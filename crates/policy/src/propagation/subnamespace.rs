@@ -65,6 +65,53 @@ impl SubNamespace {
     }
 }
 
+/// Why a SubNamespace cannot be read: the field and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct SubNamespaceDecodeError {
+    /// Like `spec.labels` or `spec.labels["team"]`.
+    pub field: String,
+    pub reason: String,
+}
+
+impl SubNamespace {
+    /// Reads a SubNamespace strictly: `spec` is optional (Accurate's documented manifest has
+    /// none), but when present it must be an object whose `labels` and `annotations`, when
+    /// present, map strings to strings. The error names the first field that is not so.
+    pub fn decode(sub_namespace: &Value) -> Result<Self, SubNamespaceDecodeError> {
+        let error = |field: String, reason: &str| SubNamespaceDecodeError {
+            field,
+            reason: reason.to_owned(),
+        };
+        let mut decoded = Self::from_object(sub_namespace)
+            .map_err(|missing| error(missing.0.to_owned(), "missing"))?;
+        let spec = match sub_namespace.get("spec") {
+            None | Some(Value::Null) => return Ok(decoded),
+            Some(Value::Object(spec)) => spec,
+            Some(_) => return Err(error("spec".into(), "must be an object")),
+        };
+        let read = |field: &str| -> Result<BTreeMap<String, String>, SubNamespaceDecodeError> {
+            match spec.get(field) {
+                None | Some(Value::Null) => Ok(BTreeMap::new()),
+                Some(Value::Object(map)) => map
+                    .iter()
+                    .map(|(k, v)| match v {
+                        Value::String(v) => Ok((k.clone(), v.clone())),
+                        _ => Err(error(format!("spec.{field}[{k:?}]"), "must be a string")),
+                    })
+                    .collect(),
+                Some(_) => Err(error(
+                    format!("spec.{field}"),
+                    "must be a map of strings to strings",
+                )),
+            }
+        };
+        decoded.labels = read("labels")?;
+        decoded.annotations = read("annotations")?;
+        Ok(decoded)
+    }
+}
+
 /// What to do for a live SubNamespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SubNamespaceAction {
@@ -161,5 +208,33 @@ mod tests {
         };
         assert_eq!(ns.labels[CREATED_BY_LABEL], "arbor");
         assert_eq!(ns.parent(&keys), Some("root"));
+    }
+
+    #[test]
+    fn decode_accepts_a_sub_namespace_without_spec() {
+        let sub = SubNamespace::decode(&json!({"apiVersion": "accurate.cybozu.com/v2",
+            "kind": "SubNamespace", "metadata": {"namespace": "root", "name": "a"}}))
+        .unwrap();
+        assert_eq!(sub, SubNamespace::new("root", "a"));
+    }
+
+    #[test]
+    fn decode_names_the_wrong_typed_field() {
+        let decode = |spec: Value| {
+            SubNamespace::decode(
+                &json!({"metadata": {"namespace": "r", "name": "a"}, "spec": spec}),
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        assert_eq!(decode(json!("x")), "spec: must be an object");
+        assert_eq!(
+            decode(json!({"labels": "team"})),
+            "spec.labels: must be a map of strings to strings"
+        );
+        assert_eq!(
+            decode(json!({"annotations": {"a": 1}})),
+            "spec.annotations[\"a\"]: must be a string"
+        );
     }
 }
