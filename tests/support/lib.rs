@@ -115,6 +115,8 @@ where
     let path = binary("arborctl", "arborctl")?;
     let output = Command::new(&path)
         .args(args)
+        // Whatever contexts this machine's user has (the demo writes one) stay out of the tests.
+        .env("ARBORCONFIG", "/dev/null")
         .output()
         .with_context(|| format!("running {}", path.display()))?;
     Ok(output.into())

@@ -35,6 +35,7 @@ fn library_codes(repo: &Path, args: &[String]) -> BTreeSet<ErrorCode> {
             .map(|l| l.parse().unwrap())
             .unwrap_or(Layout::Hierarchical),
         sub_path: flag_value(args, "--sub-path").unwrap_or("").to_owned(),
+        ..LoadOptions::default()
     };
     match load(repo, &options) {
         Err(LoadError::Invalid(errors)) => errors.iter().map(|e| e.code).collect(),

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use arbor_gitsync::error::LoadError;
 use arbor_gitsync::source::{LoadOptions, load};
-use arbor_policy::layout::{DeclaredState, Layout};
+use arbor_policy::layout::{DeclaredState, Layout, Scope, ScopeTable};
+use arbor_policy::object::GroupKind;
 use clap::{Args, ValueEnum};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -35,15 +36,28 @@ pub struct SourceArgs {
     /// The source's directory inside the repository.
     #[arg(long, default_value = "")]
     pub sub_path: String,
+    /// Ask this cluster (its kubeconfig) which kinds it serves, so that a kind the repository
+    /// does not declare by a CustomResourceDefinition is placed by the scope the cluster gives
+    /// it. Without it, a built-in table of the Kubernetes kinds (removed ones included) is used.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The context of --kubeconfig; its current context when absent.
+    #[arg(long, requires = "kubeconfig")]
+    pub context: Option<String>,
 }
 
 impl SourceArgs {
     /// Loads the source. When it is invalid, prints every error to stdout, one per line, and
     /// fails with their count.
     pub fn load(&self) -> anyhow::Result<DeclaredState> {
+        let known_scopes = match &self.kubeconfig {
+            Some(kubeconfig) => served_scopes(kubeconfig, self.context.as_deref())?,
+            None => ScopeTable::default(),
+        };
         let options = LoadOptions {
             layout: self.layout.into(),
             sub_path: self.sub_path.clone(),
+            known_scopes,
         };
         match load(&self.dir, &options) {
             Ok(state) => Ok(state),
@@ -56,4 +70,40 @@ impl SourceArgs {
             Err(io) => Err(io).with_context(|| format!("reading {}", self.dir.display())),
         }
     }
+}
+
+/// The scope of every kind the cluster of `kubeconfig` serves, from its discovery.
+fn served_scopes(
+    kubeconfig: &std::path::Path,
+    context: Option<&str>,
+) -> anyhow::Result<ScopeTable> {
+    let discover = async {
+        let config = arbor_runtime::client::config_for(Some(kubeconfig), context).await?;
+        let client = kube::Client::try_from(config)?;
+        let discovery = kube::Discovery::new(client)
+            .run()
+            .await
+            .context("asking the cluster which kinds it serves")?;
+        let mut kinds = Vec::new();
+        for group in discovery.groups() {
+            for (resource, capabilities) in group.recommended_resources() {
+                let scope = match capabilities.scope {
+                    kube::discovery::Scope::Namespaced => Scope::Namespaced,
+                    kube::discovery::Scope::Cluster => Scope::Cluster,
+                };
+                kinds.push((GroupKind::new(&resource.group, &resource.kind), scope));
+            }
+        }
+        anyhow::Ok(ScopeTable::served(kinds))
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(discover)
+        .with_context(|| {
+            format!(
+                "reading the kinds served by the cluster of {}",
+                kubeconfig.display()
+            )
+        })
 }

@@ -25,15 +25,20 @@ async fn status_prints_a_row_per_source_then_conditions_and_coded_errors() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines[0],
-        "SOURCE                    COMMIT        DISCOVERED  APPLIED  IGNORED  IN-SYNC  ERRORS  LAST SYNC"
+        "SOURCE                    STATE    COMMIT        DISCOVERED  APPLIED  IGNORED  IN-SYNC  ERRORS  LAST SYNC"
     );
+    // The stalled source first: an operator reads what needs them at the top.
     assert_eq!(
         lines[1],
-        "GitTrack/team-a/apps      0123456789ab  12          10       2        9        0       2023-11-14T22:13:20Z"
+        "ClusterGitTrack/platform  Failing  fedcba987654  3           2        0        2        1       2023-11-14T22:13:20Z"
     );
     assert_eq!(
         lines[2],
-        "ClusterGitTrack/platform  fedcba987654  3           2        0        2        1       2023-11-14T22:13:20Z"
+        "GitTrack/team-a/apps      Ready    0123456789ab  12          10       2        9        0       2023-11-14T22:13:20Z"
+    );
+    assert!(
+        !text.contains('\u{1b}'),
+        "no colours when stdout is not a terminal: {text}"
     );
     assert!(
         text.contains("    Ready=True Synced: applied 10 objects\n"),

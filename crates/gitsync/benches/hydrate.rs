@@ -36,6 +36,7 @@ fn main() {
     let options = LoadOptions {
         layout: Layout::Hierarchical,
         sub_path: String::new(),
+        ..LoadOptions::default()
     };
     let bare = median(|| {
         let tree = read_tree(dir.path()).expect("readable tree");

@@ -9,7 +9,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use arbor_policy::layout::{self, DeclaredState, ErrorCode, Layout, SourceError, SourceFile};
+use arbor_policy::layout::{
+    self, DeclaredState, ErrorCode, Layout, ScopeTable, SourceError, SourceFile,
+};
 
 use crate::document::parse_documents;
 use crate::error::LoadError;
@@ -22,17 +24,28 @@ pub struct LoadOptions {
     /// The directory of the source inside the checkout, `/`-separated; empty or `.` for the
     /// whole checkout.
     pub sub_path: String,
+    /// Scopes of kinds beyond the built-in table, such as those a cluster serves.
+    pub known_scopes: ScopeTable,
 }
 
 /// Reads and validates the source at `options.sub_path` in `checkout`.
 pub fn load(checkout: &Path, options: &LoadOptions) -> Result<DeclaredState, LoadError> {
     let root = resolve_sub_path(checkout, &options.sub_path)?;
     let tree = read_tree(&root)?;
-    parse_tree(&tree, options.layout).map_err(LoadError::Invalid)
+    parse_tree_with(&tree, options.layout, &options.known_scopes).map_err(LoadError::Invalid)
 }
 
 /// Parses every file of `tree` and validates them in `layout`.
 pub fn parse_tree(tree: &SourceTree, layout: Layout) -> Result<DeclaredState, Vec<SourceError>> {
+    parse_tree_with(tree, layout, &ScopeTable::default())
+}
+
+/// [`parse_tree`], knowing the scopes in `known` beyond the built-in table.
+pub fn parse_tree_with(
+    tree: &SourceTree,
+    layout: Layout,
+    known: &ScopeTable,
+) -> Result<DeclaredState, Vec<SourceError>> {
     let mut files = Vec::with_capacity(tree.files.len());
     let mut malformed = Vec::new();
     for file in &tree.files {
@@ -44,7 +57,7 @@ pub fn parse_tree(tree: &SourceTree, layout: Layout) -> Result<DeclaredState, Ve
     if !malformed.is_empty() {
         return Err(layout::sorted_errors(malformed));
     }
-    layout::parse(layout, &files)
+    layout::parse_with(layout, &files, known)
 }
 
 /// The directory `sub_path` names in `checkout`. It must stay inside the checkout (no absolute
@@ -107,6 +120,7 @@ mod tests {
         let options = LoadOptions {
             layout: Layout::Flat,
             sub_path: "deploy/app".into(),
+            ..LoadOptions::default()
         };
         let state = load(dir.path(), &options).unwrap();
         assert_eq!(state.objects.len(), 1);
@@ -124,6 +138,7 @@ mod tests {
                 &LoadOptions {
                     layout: Layout::Flat,
                     sub_path: sub_path.into(),
+                    ..LoadOptions::default()
                 },
             )
         };
@@ -140,6 +155,7 @@ mod tests {
         let options = LoadOptions {
             layout: Layout::Flat,
             sub_path: "empty".into(),
+            ..LoadOptions::default()
         };
         assert_eq!(codes(load(dir.path(), &options)), [ErrorCode::EmptySource]);
     }
@@ -153,6 +169,7 @@ mod tests {
         let options = LoadOptions {
             layout: Layout::Flat,
             sub_path: String::new(),
+            ..LoadOptions::default()
         };
         assert_eq!(
             codes(load(dir.path(), &options)),

@@ -57,7 +57,7 @@ pub use code::ErrorCode;
 pub use declared::{DeclaredObject, DeclaredState, Layout};
 pub use error::{SourceError, sorted as sorted_errors};
 pub use flat::parse_flat;
-pub use hierarchical::parse_hierarchical;
+pub use hierarchical::{parse_hierarchical, parse_hierarchical_with};
 pub use input::{Location, SourceFile};
 pub use scope::{Scope, ScopeTable, builtin_scope};
 pub use selector::{
@@ -68,8 +68,18 @@ pub use synced::{CONFIG_GROUPS, DeclaredKind, HierarchyMode};
 
 /// Validates `files` in `layout`: the declared state, or every error found.
 pub fn parse(layout: Layout, files: &[SourceFile]) -> Result<DeclaredState, Vec<SourceError>> {
+    parse_with(layout, files, &ScopeTable::default())
+}
+
+/// [`parse`], knowing the scopes in `known` beyond the built-in table (a cluster's discovery).
+/// A flat source places objects by their own namespace and needs no scopes.
+pub fn parse_with(
+    layout: Layout,
+    files: &[SourceFile],
+    known: &ScopeTable,
+) -> Result<DeclaredState, Vec<SourceError>> {
     match layout {
         Layout::Flat => parse_flat(files),
-        Layout::Hierarchical => parse_hierarchical(files),
+        Layout::Hierarchical => parse_hierarchical_with(files, known),
     }
 }

@@ -29,11 +29,19 @@ pub enum ClientError {
 /// The client configuration that the flags select: an explicit kubeconfig (and context),
 /// else the standard inference (in-cluster, then `$KUBECONFIG` or `~/.kube/config`).
 pub async fn config(args: &CommonArgs) -> Result<Config, ClientError> {
+    config_for(args.kubeconfig.as_deref(), args.context.as_deref()).await
+}
+
+/// The client configuration of `kubeconfig` (and `context`), else the standard inference.
+pub async fn config_for(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> Result<Config, ClientError> {
     let options = KubeConfigOptions {
-        context: args.context.clone(),
+        context: context.map(str::to_owned),
         ..KubeConfigOptions::default()
     };
-    match &args.kubeconfig {
+    match kubeconfig {
         Some(path) => {
             let shown = path.display().to_string();
             let kubeconfig =
@@ -48,7 +56,7 @@ pub async fn config(args: &CommonArgs) -> Result<Config, ClientError> {
                     source,
                 })
         }
-        None if args.context.is_some() => {
+        None if context.is_some() => {
             Config::from_kubeconfig(&options)
                 .await
                 .map_err(|source| ClientError::Kubeconfig {

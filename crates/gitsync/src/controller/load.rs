@@ -64,6 +64,7 @@ fn load_blocking(fetcher: &Fetcher, request: LoadRequest) -> Result<Loaded, Cont
     let options = LoadOptions {
         layout: request.layout,
         sub_path: request.sub_path,
+        ..LoadOptions::default()
     };
     let parsed = match load(&checkout, &options) {
         Ok(state) => Ok(state),

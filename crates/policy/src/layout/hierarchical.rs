@@ -39,6 +39,16 @@ const CLUSTER: &str = "cluster";
 /// Validates a hierarchical tree and computes what lands in every namespace. Any error means
 /// no declared state at all.
 pub fn parse_hierarchical(files: &[SourceFile]) -> Result<DeclaredState, Vec<SourceError>> {
+    parse_hierarchical_with(files, &ScopeTable::default())
+}
+
+/// [`parse_hierarchical`] where `known` adds the scopes of kinds a cluster serves (its
+/// discovery): a kind neither built in nor declared by a CRD in `cluster/` is placed by them.
+/// A CRD of the repository still wins over both.
+pub fn parse_hierarchical_with(
+    files: &[SourceFile],
+    known: &ScopeTable,
+) -> Result<DeclaredState, Vec<SourceError>> {
     let (objects, mut errors) = identify(files);
     if objects.is_empty() && errors.is_empty() {
         return Err(vec![empty_source()]);
@@ -60,7 +70,7 @@ pub fn parse_hierarchical(files: &[SourceFile]) -> Result<DeclaredState, Vec<Sou
         .entry(namespace_kind.clone())
         .or_insert_with(|| DeclaredKind::implied(namespace_kind));
     let rules = Rules {
-        scopes: scope_table(&cluster, &mut errors),
+        scopes: scope_table(known, &cluster, &mut errors),
         kinds,
     };
     let mut state = DeclaredState {
@@ -164,9 +174,13 @@ fn system_syncs<'o, 'a>(
     syncs
 }
 
-/// The built-in scopes plus those of the CustomResourceDefinitions in `cluster/`.
-fn scope_table(cluster: &[&Identified<'_>], errors: &mut Vec<SourceError>) -> ScopeTable {
-    let mut table = ScopeTable::default();
+/// The built-in and `known` scopes plus those of the CustomResourceDefinitions in `cluster/`.
+fn scope_table(
+    known: &ScopeTable,
+    cluster: &[&Identified<'_>],
+    errors: &mut Vec<SourceError>,
+) -> ScopeTable {
+    let mut table = known.clone();
     for crd in cluster.iter().filter(|o| o.is(CRD_GROUP, CRD_KIND)) {
         match crd_declaration(crd) {
             Ok((group_kind, scope)) => table.declare(group_kind, scope),

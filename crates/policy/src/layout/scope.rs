@@ -24,10 +24,14 @@ pub enum Scope {
 pub const CRD_GROUP: &str = "apiextensions.k8s.io";
 pub const CRD_KIND: &str = "CustomResourceDefinition";
 
+/// Namespaced kinds of Kubernetes 1.37 and of earlier releases (a repository written for an
+/// older cluster still names them: `extensions` Deployments, `settings.k8s.io` PodPresets), and
+/// Arbor's own.
 const NAMESPACED: &[(&str, &[&str])] = &[
     (
         "",
         &[
+            "Binding",
             "ConfigMap",
             "Endpoints",
             "Event",
@@ -52,25 +56,54 @@ const NAMESPACED: &[(&str, &[&str])] = &[
             "StatefulSet",
         ],
     ),
+    ("authorization.k8s.io", &["LocalSubjectAccessReview"]),
     ("autoscaling", &["HorizontalPodAutoscaler"]),
     ("batch", &["CronJob", "Job"]),
-    ("coordination.k8s.io", &["Lease"]),
+    ("coordination.k8s.io", &["Lease", "LeaseCandidate"]),
     ("discovery.k8s.io", &["EndpointSlice"]),
     ("events.k8s.io", &["Event"]),
+    // Removed in 1.16 (workloads) and 1.22 (Ingress).
+    (
+        "extensions",
+        &[
+            "DaemonSet",
+            "Deployment",
+            "Ingress",
+            "NetworkPolicy",
+            "ReplicaSet",
+        ],
+    ),
     ("networking.k8s.io", &["Ingress", "NetworkPolicy"]),
     ("policy", &["PodDisruptionBudget"]),
     ("rbac.authorization.k8s.io", &["Role", "RoleBinding"]),
+    (
+        "resource.k8s.io",
+        &[
+            "ResourceClaim",
+            "ResourceClaimTemplate",
+            "PodSchedulingContext",
+        ],
+    ),
+    // Removed in 1.20.
+    ("settings.k8s.io", &["PodPreset"]),
+    ("storage.k8s.io", &["CSIStorageCapacity"]),
     (
         "arbor.dev",
         &["Application", "GitTrack", "GitTrackObject", "SubNamespace"],
     ),
 ];
 
+/// Cluster-scoped kinds of Kubernetes 1.37 and of earlier releases, and Arbor's own.
 const CLUSTER: &[(&str, &[&str])] = &[
-    ("", &["Namespace", "Node", "PersistentVolume"]),
+    (
+        "",
+        &["ComponentStatus", "Namespace", "Node", "PersistentVolume"],
+    ),
     (
         "admissionregistration.k8s.io",
         &[
+            "MutatingAdmissionPolicy",
+            "MutatingAdmissionPolicyBinding",
             "MutatingWebhookConfiguration",
             "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding",
@@ -79,17 +112,51 @@ const CLUSTER: &[(&str, &[&str])] = &[
     ),
     (CRD_GROUP, &[CRD_KIND]),
     ("apiregistration.k8s.io", &["APIService"]),
-    ("networking.k8s.io", &["IngressClass"]),
+    (
+        "authentication.k8s.io",
+        &["SelfSubjectReview", "TokenReview"],
+    ),
+    (
+        "authorization.k8s.io",
+        &[
+            "SelfSubjectAccessReview",
+            "SelfSubjectRulesReview",
+            "SubjectAccessReview",
+        ],
+    ),
+    (
+        "certificates.k8s.io",
+        &["CertificateSigningRequest", "ClusterTrustBundle"],
+    ),
+    // Removed in 1.25 (PodSecurityPolicy also lived in `policy`).
+    ("extensions", &["PodSecurityPolicy"]),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        &["FlowSchema", "PriorityLevelConfiguration"],
+    ),
+    ("internal.apiserver.k8s.io", &["StorageVersion"]),
+    (
+        "networking.k8s.io",
+        &["IPAddress", "IngressClass", "ServiceCIDR"],
+    ),
     ("node.k8s.io", &["RuntimeClass"]),
+    // Removed in 1.25.
     ("policy", &["PodSecurityPolicy"]),
     (
         "rbac.authorization.k8s.io",
         &["ClusterRole", "ClusterRoleBinding"],
     ),
+    ("resource.k8s.io", &["DeviceClass", "ResourceSlice"]),
     ("scheduling.k8s.io", &["PriorityClass"]),
     (
         "storage.k8s.io",
-        &["CSIDriver", "CSINode", "StorageClass", "VolumeAttachment"],
+        &[
+            "CSIDriver",
+            "CSINode",
+            "StorageClass",
+            "VolumeAttachment",
+            "VolumeAttributesClass",
+        ],
     ),
     (
         "arbor.dev",
@@ -113,8 +180,9 @@ pub fn builtin_scope(group_kind: &GroupKind) -> Option<Scope> {
     }
 }
 
-/// The scopes known to one source: the built-in table plus the source's own CRDs.
-#[derive(Debug, Clone, Default)]
+/// The scopes known to one source: the built-in table plus the source's own CRDs (and, where a
+/// cluster was asked, the kinds it serves).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ScopeTable {
     declared: BTreeMap<GroupKind, Scope>,
 }
@@ -131,6 +199,22 @@ impl ScopeTable {
     /// Adds the kind a CustomResourceDefinition declares.
     pub fn declare(&mut self, group_kind: GroupKind, scope: Scope) {
         self.declared.insert(group_kind, scope);
+    }
+
+    /// A table of the kinds a cluster serves, as its discovery lists them.
+    pub fn served(kinds: impl IntoIterator<Item = (GroupKind, Scope)>) -> Self {
+        Self {
+            declared: kinds.into_iter().collect(),
+        }
+    }
+
+    /// How many kinds beyond the built-in table it knows.
+    pub fn len(&self) -> usize {
+        self.declared.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.declared.is_empty()
     }
 }
 
@@ -190,5 +274,44 @@ mod tests {
         assert_eq!(table.scope(&widget), None);
         table.declare(widget.clone(), Scope::Cluster);
         assert_eq!(table.scope(&widget), Some(Scope::Cluster));
+    }
+
+    #[test]
+    fn removed_kinds_keep_their_scope_for_repositories_written_for_older_clusters() {
+        let scope = |g: &str, k: &str| builtin_scope(&GroupKind::new(g, k));
+        assert_eq!(scope("policy", "PodSecurityPolicy"), Some(Scope::Cluster));
+        assert_eq!(
+            scope("extensions", "PodSecurityPolicy"),
+            Some(Scope::Cluster)
+        );
+        assert_eq!(scope("extensions", "Deployment"), Some(Scope::Namespaced));
+        assert_eq!(
+            scope("settings.k8s.io", "PodPreset"),
+            Some(Scope::Namespaced)
+        );
+        assert_eq!(
+            scope("flowcontrol.apiserver.k8s.io", "FlowSchema"),
+            Some(Scope::Cluster)
+        );
+    }
+
+    #[test]
+    fn no_kind_is_listed_with_two_scopes() {
+        for (group, kinds) in NAMESPACED {
+            for kind in *kinds {
+                let listed_cluster = CLUSTER
+                    .iter()
+                    .any(|(g, ks)| g == group && ks.contains(kind));
+                assert!(!listed_cluster, "{group}/{kind} is listed both ways");
+            }
+        }
+    }
+
+    #[test]
+    fn kinds_a_cluster_serves_are_known_beyond_the_builtin_table() {
+        let widget = GroupKind::new("example.com", "Widget");
+        let table = ScopeTable::served([(widget.clone(), Scope::Namespaced)]);
+        assert_eq!(table.scope(&widget), Some(Scope::Namespaced));
+        assert_eq!(table.len(), 1);
     }
 }

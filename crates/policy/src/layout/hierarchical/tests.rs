@@ -584,3 +584,20 @@ fn every_error_is_reported_at_once() {
 fn empty_tree_is_an_error_never_nothing_declared() {
     assert_eq!(codes(&[]), [ErrorCode::EmptySource]);
 }
+
+#[test]
+fn a_kind_the_cluster_serves_is_placed_by_the_clusters_scope() {
+    let widget = || object("example.com/v1", "Widget", "w");
+    let dev_widget = format!("{BACKEND}/shipping-dev/widget.yaml");
+    let files = repo(vec![(&dev_widget, widget())]);
+    let served = |scope| ScopeTable::served([(GroupKind::new("example.com", "Widget"), scope)]);
+    let state = parse_hierarchical_with(&files, &served(Scope::Namespaced)).unwrap();
+    assert!(
+        state
+            .objects
+            .contains_key(&key("example.com", "Widget", Some("shipping-dev"), "w"))
+    );
+    let refused = parse_hierarchical_with(&files, &served(Scope::Cluster)).unwrap_err();
+    let codes: Vec<ErrorCode> = refused.iter().map(|error| error.code).collect();
+    assert_eq!(codes, [ErrorCode::ClusterScopedInNamespaces]);
+}
