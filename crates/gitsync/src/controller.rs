@@ -48,7 +48,6 @@ pub mod load;
 pub mod metrics;
 pub mod object_status;
 pub mod plan;
-pub mod prune;
 pub mod reconcile;
 pub mod registry;
 pub mod round;
