@@ -49,7 +49,6 @@ pub mod metrics;
 pub mod notice;
 pub mod object_status;
 pub mod plan;
-pub mod prune;
 pub mod reconcile;
 pub mod registry;
 pub mod round;

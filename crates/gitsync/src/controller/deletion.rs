@@ -239,34 +239,24 @@ async fn finish<K: SourceKind>(
     source: &K,
     handle: &SourceHandle,
 ) -> Result<Action, ControllerError> {
-    let remaining: Vec<String> = source
-        .finalizers()
-        .iter()
-        .filter(|finalizer| *finalizer != GITSYNC_FINALIZER)
-        .cloned()
-        .collect();
-    let patch = json!({
-        "metadata": {
-            "finalizers": remaining,
-            "resourceVersion": source.resource_version(),
-        }
-    });
-    match K::api(ctx.client.clone(), handle)
-        .patch(
-            &source.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 404 => {}
-        Err(error) => {
-            return Err(ControllerError::kube(
-                "remove finalizer from",
-                handle.reference.to_string(),
-                error,
-            ));
+    if let Some(patch) = tracking::finalizer_removal(source.meta()) {
+        match K::api(ctx.client.clone(), handle)
+            .patch(
+                &source.name_any(),
+                &PatchParams::default(),
+                &Patch::<()>::Json(patch),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => {
+                return Err(ControllerError::kube(
+                    "remove finalizer from",
+                    handle.reference.to_string(),
+                    error,
+                ));
+            }
         }
     }
     ctx.registry.remove(&handle.reference);

@@ -28,6 +28,7 @@ use super::Context;
 use super::error::ControllerError;
 use super::handle::SourceHandle;
 use super::plan::PlannedObject;
+use super::registry::ObjectState;
 use crate::apply::{ApplyError, Target};
 
 /// Name (under the key domain) of the annotation recording the source's deletion policy on a
@@ -497,7 +498,9 @@ pub fn watched_owner(ctx: &Context, object: &impl TrackingKind) -> bool {
     ctx.settings.scope.watches().watches_owner(&owner)
 }
 
-/// The sources other than `owner` whose last round declared `key`.
+/// The sources other than `owner` whose last round declared `key` and could manage it: a
+/// declaration the ownership matrix refused, or of a kind the source has no Sync for, cannot
+/// take an object over, so it does not keep one either.
 pub fn declared_elsewhere(
     ctx: &Context,
     owner: Option<&SourceRef>,
@@ -506,8 +509,8 @@ pub fn declared_elsewhere(
     ctx.registry
         .declarations(key)
         .into_iter()
+        .filter(|(source, _, record)| Some(source) != owner && record.state != ObjectState::Ignored)
         .map(|(source, _, _)| source)
-        .filter(|source| Some(source) != owner)
         .collect()
 }
 
@@ -626,7 +629,25 @@ pub async fn release(ctx: &Context, tracked: &Tracked) -> Result<(), ControllerE
     delete(ctx, tracked).await
 }
 
-/// Removes gitsync's finalizer, and only it: a JSON patch that tests the entry before removing
+/// The JSON patch that removes gitsync's finalizer from an object with `meta`, and only it: it
+/// tests the entry before removing it, so it needs no resourceVersion (a status written
+/// meanwhile costs no conflict) and never drops a finalizer someone else added. `None` when
+/// the finalizer is not there.
+pub fn finalizer_removal(meta: &ObjectMeta) -> Option<json_patch::Patch> {
+    let index = meta
+        .finalizers
+        .iter()
+        .flatten()
+        .position(|finalizer| finalizer == GITSYNC_FINALIZER)?;
+    let patch = serde_json::from_value(json!([
+        {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": GITSYNC_FINALIZER},
+        {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
+    ]))
+    .expect("a well-formed JSON patch");
+    Some(patch)
+}
+
+/// Removes gitsync's finalizer from a tracking object, and only it: a JSON patch that tests the entry before removing
 /// it, so a finalizer added meanwhile by someone else is kept and a stale copy of the object
 /// costs no conflict.
 async fn remove_finalizer(
@@ -634,19 +655,9 @@ async fn remove_finalizer(
     name: &str,
     meta: &ObjectMeta,
 ) -> Result<(), ControllerError> {
-    let Some(index) = meta
-        .finalizers
-        .iter()
-        .flatten()
-        .position(|finalizer| finalizer == GITSYNC_FINALIZER)
-    else {
+    let Some(patch) = finalizer_removal(meta) else {
         return Ok(());
     };
-    let patch: json_patch::Patch = serde_json::from_value(json!([
-        {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": GITSYNC_FINALIZER},
-        {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
-    ]))
-    .expect("a well-formed JSON patch");
     let params = PatchParams::default();
     let result = match meta.namespace.as_deref() {
         Some(namespace) => {

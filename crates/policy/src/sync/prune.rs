@@ -215,9 +215,9 @@ impl PruneBudget {
 
 fn describe(duration: Duration) -> String {
     let seconds = duration.as_secs();
-    if seconds % 3600 == 0 && seconds > 0 {
+    if seconds.is_multiple_of(3600) && seconds > 0 {
         format!("{}h", seconds / 3600)
-    } else if seconds % 60 == 0 && seconds > 0 {
+    } else if seconds.is_multiple_of(60) && seconds > 0 {
         format!("{}m", seconds / 60)
     } else {
         format!("{seconds}s")
