@@ -446,3 +446,43 @@ async fn get_status_after_a_restart_is_the_status_on_the_cluster() -> anyhow::Re
     second.stop().await;
     Ok(())
 }
+
+/// Issue 23 item 10: an object in a namespace that does not exist fails with kube-apiserver's
+/// message and the object named, not a dump of the client's error type.
+#[tokio::test]
+async fn an_api_server_refusal_reads_as_its_status_message_with_the_object_named()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let repo = Repo::new()?;
+    repo.write(
+        "settings.yaml",
+        &configmap(Some("nowhere"), "settings", "1"),
+    )?;
+    repo.write("reader.yaml", &cluster_role("reader", "pods"))?;
+    let commit = repo.commit("a ConfigMap in a namespace nobody created")?;
+    let instance = cluster.instance(&[]).await?;
+    let source = cluster
+        .create_cluster_gittrack("platform", &repo, "Flat")
+        .await?;
+    let status = cluster.synced(&instance, &source, &commit).await?;
+    let error = status
+        .errors
+        .iter()
+        .find(|error| {
+            error
+                .object
+                .as_deref()
+                .is_some_and(|o| o.contains("settings"))
+        })
+        .unwrap_or_else(|| panic!("no error for the ConfigMap: {:?}", status.errors));
+    assert!(
+        error.message.contains("ConfigMap nowhere/settings")
+            && error.message.contains("namespaces \"nowhere\" not found")
+            && error.message.contains("NotFound, HTTP 404"),
+        "{}",
+        error.message
+    );
+    assert!(!error.message.contains("Status {"), "{}", error.message);
+    instance.stop().await;
+    Ok(())
+}

@@ -278,7 +278,14 @@ pub async fn ensure(
                 .map(drop)
         }
     };
-    result.map_err(|source| ControllerError::kube("apply tracking object", name, source))?;
+    let tracking = match &planned.tracking {
+        TrackingObject::GitTrackObject { namespace } => {
+            format!("GitTrackObject {namespace}/{name}")
+        }
+        TrackingObject::ClusterGitTrackObject => format!("ClusterGitTrackObject {name}"),
+    };
+    let object = format!("{tracking} of {}", super::notice::describe(&planned.key));
+    result.map_err(|source| ControllerError::kube("apply", object, source))?;
     Ok(true)
 }
 
