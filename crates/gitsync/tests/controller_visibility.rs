@@ -486,3 +486,69 @@ async fn an_api_server_refusal_reads_as_its_status_message_with_the_object_named
     instance.stop().await;
     Ok(())
 }
+
+/// Issue 23 item 12: a sync under 70 % 429, 25 % 503 and 200 ms latency on every request still
+/// applies every object; the harness prints objects/s (a figure for the note, not an assertion).
+#[tokio::test]
+async fn a_throttled_sync_applies_every_object_and_reports_its_rate() -> anyhow::Result<()> {
+    const OBJECTS: usize = 12;
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    for index in 0..OBJECTS {
+        let name = format!("throttled-{index}");
+        repo.write(&format!("{name}.yaml"), &configmap(None, &name, "1"))?;
+    }
+    repo.commit("twelve")?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let faults = cluster.emu.faults();
+    faults.inject(Fault::new(FaultEffect::Latency(Duration::from_millis(200))));
+    faults.inject(Fault::new(FaultEffect::Status {
+        code: 429,
+        rate: 0.7,
+        times: None,
+    }));
+    faults.inject(Fault::new(FaultEffect::Status {
+        code: 503,
+        rate: 0.25,
+        times: None,
+    }));
+    let started = std::time::Instant::now();
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    let configmaps = cluster.configmaps("foo");
+    let bound = Duration::from_secs(300);
+    let applied = loop {
+        let listed = configmaps.list(&ListParams::default()).await;
+        let applied = listed.map_or(0, |list| {
+            list.items
+                .iter()
+                .filter(|object| {
+                    object
+                        .metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|name| name.starts_with("throttled-"))
+                })
+                .count()
+        });
+        if applied == OBJECTS || started.elapsed() > bound {
+            break applied;
+        }
+        instance.request_round(&source);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let elapsed = started.elapsed().as_secs_f64();
+    eprintln!(
+        "throttled sync: {applied}/{OBJECTS} objects in {elapsed:.1} s = {:.2} objects/s",
+        applied as f64 / elapsed
+    );
+    faults.clear();
+    assert_eq!(
+        applied, OBJECTS,
+        "not every object was applied within {bound:?}"
+    );
+    instance.stop().await;
+    Ok(())
+}
