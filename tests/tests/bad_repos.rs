@@ -120,3 +120,53 @@ fn every_error_code_is_documented() {
         );
     }
 }
+
+/// Issue 23 item 10: names the API server refuses for their kind (`Bad_Name` for a ConfigMap,
+/// `-lead` for a Deployment, a Service starting with a digit) are refused by `arborctl vet`
+/// with ARB1003, the file and the rule; an RBAC name with ':' is valid, as for the API server.
+#[test]
+fn vet_refuses_names_invalid_for_their_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |file: &str, text: &str| std::fs::write(dir.path().join(file), text).unwrap();
+    write(
+        "settings.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Bad_Name\n",
+    );
+    write(
+        "lead.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: -lead\n",
+    );
+    write(
+        "web.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: 1st-web\n",
+    );
+    write(
+        "viewer.yaml",
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: system:viewer\n",
+    );
+    let run = arborctl([
+        "vet".as_ref(),
+        dir.path().as_os_str(),
+        "--layout".as_ref(),
+        "flat".as_ref(),
+    ])
+    .unwrap();
+    assert!(!run.success, "vet accepted invalid names:\n{}", run.stdout);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", run.stdout);
+    for (file, name, rule) in [
+        ("settings.yaml", "Bad_Name", "DNS-1123 subdomain"),
+        ("lead.yaml", "-lead", "DNS-1123 subdomain"),
+        ("web.yaml", "1st-web", "DNS-1035 label"),
+    ] {
+        assert!(
+            lines
+                .iter()
+                .any(|line| line.starts_with(&format!("ARB1003 {file}"))
+                    && line.contains(&format!("{name:?}"))
+                    && line.contains(rule)),
+            "no ARB1003 line for {file}:\n{}",
+            run.stdout
+        );
+    }
+}

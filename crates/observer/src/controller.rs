@@ -44,6 +44,8 @@ use crate::manifest;
 use crate::observer::{self, ObserverContext, ObserverSpec};
 use crate::registry::{AppKey, LifecycleEvent};
 use crate::status::{Verdict, apply_status, to_json};
+use arbor_runtime::decode::{DecodeFailures, api_resource, decode, object_name};
+use kube::api::DynamicObject;
 
 /// How long a failed reconcile waits before it is retried.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
@@ -53,6 +55,8 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 pub struct Context {
     pub observers: ObserverContext,
     pub recorder: Recorder,
+    /// Reports Applications that do not decode.
+    pub undecodable: DecodeFailures,
 }
 
 impl std::fmt::Debug for Context {
@@ -64,10 +68,26 @@ impl std::fmt::Debug for Context {
 }
 
 /// The controller's reconcile function.
-pub async fn reconcile(
-    application: Arc<Application>,
-    context: Arc<Context>,
-) -> Result<Action, Error> {
+///
+/// Applications are watched as dynamic objects ([`arbor_runtime::decode`]): one that does not
+/// decode is reported (warn log line, Event, `arbor_observer_undecodable_objects`) and skipped,
+/// and every other Application is reconciled.
+pub async fn reconcile(object: Arc<DynamicObject>, context: Arc<Context>) -> Result<Action, Error> {
+    let application = match decode::<Application>(&object) {
+        Ok(application) => Arc::new(application),
+        Err(error) => {
+            context
+                .undecodable
+                .report(
+                    &context.recorder,
+                    &api_resource::<Application>(),
+                    &object,
+                    &error,
+                )
+                .await;
+            return Ok(Action::await_change());
+        }
+    };
     let name = application.name_any();
     let namespace = application
         .namespace()
@@ -95,9 +115,13 @@ pub async fn reconcile(
 }
 
 /// Failed reconciles are counted and retried after a pause.
-pub fn error_policy(application: Arc<Application>, error: &Error, context: Arc<Context>) -> Action {
+pub fn error_policy(
+    application: Arc<DynamicObject>,
+    error: &Error,
+    context: Arc<Context>,
+) -> Action {
     context.observers.registry.metrics().reconcile_errors.inc();
-    tracing::warn!(application = %application.name_any(), %error, "reconcile failed; retrying");
+    tracing::warn!(application = %object_name(&application), %error, "reconcile failed; retrying");
     Action::requeue(RETRY_AFTER)
 }
 

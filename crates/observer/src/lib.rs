@@ -135,6 +135,7 @@ impl Running {
 /// reporting.
 pub async fn start(mut component: Component, config: Config) -> Result<Running, Error> {
     let metrics = metrics::Metrics::register(component.metrics()?);
+    let undecodable = arbor_runtime::decode::DecodeFailures::register(component.metrics()?);
     let ready = component.readiness().gate("applications-synced");
     let drift_gates: Vec<ReadyGate> = match config.gitsync_addr {
         Some(_) => config
@@ -152,9 +153,13 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
 
     let registry = ObserverRegistry::new(metrics.clone());
     let (drift, _) = broadcast::channel(1024);
-    let controller = Controller::new(
-        Api::<Application>::all(client.clone()),
+    // Dynamic objects, decoded one by one in the reconcile: one Application of the wrong shape
+    // never stops the watch of the others.
+    let resource = arbor_runtime::decode::api_resource::<Application>();
+    let controller = Controller::new_with(
+        Api::<kube::api::DynamicObject>::all_with(client.clone(), &resource),
         watcher::Config::default(),
+        resource,
     );
     let grpc = ObserverGrpc::new(
         controller.store(),
@@ -192,6 +197,7 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
                 instance: std::env::var("POD_NAME").ok(),
             },
         ),
+        undecodable,
     });
     let leadership = component.campaign();
     let task_registry = registry.clone();
@@ -258,7 +264,10 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
 /// same store (`delay_tasks_until`) and is polled again on each watch event, so it usually is
 /// that last task. Once the store is ready the result is memoised, so the next poll here
 /// returns at once.
-async fn open_when_synced(store: kube::runtime::reflector::Store<Application>, ready: ReadyGate) {
+async fn open_when_synced(
+    store: kube::runtime::reflector::Store<kube::api::DynamicObject>,
+    ready: ReadyGate,
+) {
     loop {
         match tokio::time::timeout(Duration::from_millis(50), store.wait_until_ready()).await {
             Ok(Ok(())) => return ready.open(),

@@ -9,8 +9,10 @@ use arbor_proto::v1::{
     ApplicationSummary, DriftEvent, FieldDifference, GetObservationRequest, GetObservationResponse,
     ListApplicationsRequest, ListApplicationsResponse, WatchDriftRequest,
 };
+use arbor_runtime::decode::decode;
 use futures::{Stream, StreamExt};
 use kube::ResourceExt;
+use kube::api::DynamicObject;
 use kube::runtime::reflector::Store;
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -25,7 +27,7 @@ use crate::registry::{AppKey, ObserverRegistry};
 /// The service, reading the controller's cache of Applications and its observers.
 #[derive(Debug, Clone)]
 pub struct ObserverGrpc {
-    applications: Store<Application>,
+    applications: Store<DynamicObject>,
     registry: ObserverRegistry,
     drift: broadcast::Sender<DriftEvent>,
     /// Ends WatchDrift streams, so that they do not hold up the server's shutdown.
@@ -33,8 +35,10 @@ pub struct ObserverGrpc {
 }
 
 impl ObserverGrpc {
+    /// `applications` is the controller's cache, of dynamic objects: one that does not decode
+    /// is left out of the answers (the controller reports it).
     pub fn new(
-        applications: Store<Application>,
+        applications: Store<DynamicObject>,
         registry: ObserverRegistry,
         drift: broadcast::Sender<DriftEvent>,
         shutdown: CancellationToken,
@@ -45,6 +49,15 @@ impl ObserverGrpc {
             drift,
             shutdown,
         }
+    }
+
+    /// The cached Applications that decode.
+    fn applications(&self) -> Vec<Application> {
+        self.applications
+            .state()
+            .iter()
+            .filter_map(|object| decode::<Application>(object).ok())
+            .collect()
     }
 
     fn summary(&self, application: &Application) -> ApplicationSummary {
@@ -77,8 +90,7 @@ impl ObserverService for ObserverGrpc {
     ) -> Result<Response<ListApplicationsResponse>, Status> {
         let namespace = request.into_inner().namespace;
         let mut applications: Vec<ApplicationSummary> = self
-            .applications
-            .state()
+            .applications()
             .iter()
             .filter(|application| {
                 namespace.is_empty() || application.namespace().as_deref() == Some(&namespace)
@@ -95,8 +107,7 @@ impl ObserverService for ObserverGrpc {
     ) -> Result<Response<GetObservationResponse>, Status> {
         let request = request.into_inner();
         let application = self
-            .applications
-            .state()
+            .applications()
             .into_iter()
             .find(|application| {
                 application.namespace().as_deref() == Some(request.namespace.as_str())

@@ -1,7 +1,10 @@
 //! The Kubernetes client every component uses.
 
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+
+use crate::throttle::RetryThrottledLayer;
 
 use crate::flags::CommonArgs;
 
@@ -70,7 +73,15 @@ pub async fn config_for(
 
 /// A client for the configuration that the flags select.
 pub async fn client(args: &CommonArgs) -> Result<Client, ClientError> {
-    Ok(Client::try_from(config(args).await?)?)
+    with_retries(config(args).await?)
+}
+
+/// A client for `config` whose requests are retried when the API server throttles them
+/// ([`crate::throttle`]).
+pub fn with_retries(config: Config) -> Result<Client, ClientError> {
+    Ok(ClientBuilder::try_from(config)?
+        .with_layer(&RetryThrottledLayer::default())
+        .build())
 }
 
 /// A client for a kubeconfig held in memory, such as the one an emulated API server hands
@@ -87,5 +98,5 @@ pub async fn from_kubeconfig_yaml(yaml: &str) -> Result<Client, ClientError> {
             path: shown(),
             source,
         })?;
-    Ok(Client::try_from(config)?)
+    with_retries(config)
 }

@@ -17,6 +17,8 @@
 //! - [`grpc`]: gRPC servers and channels over rustls, with mutual TLS, where plaintext is only
 //!   accepted on loopback addresses;
 //! - [`pki`]: a small CA that issues mutual-TLS material for the demo and tests;
+//! - [`throttle`]: every client retries requests the API server throttled (429) or could not
+//!   serve (503), after `Retry-After` or a backoff, with jitter;
 //! - [`shutdown`]: SIGTERM / SIGINT handling that lets in-flight work finish within a bound.
 //!
 //! Nothing here knows about Arbor's resources; the controllers bring those.
@@ -34,6 +36,7 @@ pub mod metrics;
 pub mod pki;
 pub mod shutdown;
 pub mod telemetry;
+pub mod throttle;
 
 pub use component::{Component, StartError};
 pub use flags::CommonArgs;

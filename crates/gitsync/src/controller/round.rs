@@ -314,6 +314,15 @@ struct Progress {
     status: GitSourceStatus,
 }
 
+/// An object another source manages (its tracking object names that source): this source
+/// leaves it alone.
+struct Conflict {
+    manager: String,
+}
+
+/// How many objects of a round are applied at once.
+const APPLY_CONCURRENCY: usize = 8;
+
 /// How often a running round writes its progress.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -550,14 +559,73 @@ impl Sync<'_> {
     }
 
     /// Applies every object of `plan`; returns whether a CustomResourceDefinition was written.
+    ///
+    /// Up to [`APPLY_CONCURRENCY`] objects are applied at once: when the API server throttles
+    /// or delays one request (its retries wait for `Retry-After`), the rest of the round keeps
+    /// moving. Objects of one part do not depend on each other (CRDs and Namespaces are a part
+    /// of their own, applied first).
     async fn apply_plan(&mut self, plan: &Plan) -> bool {
         let mut wrote_crd = false;
-        for planned in &plan.objects {
-            let wrote = self.apply_one(planned).await;
-            wrote_crd |= wrote && is_crd(&planned.key.group_kind);
+        for batch in plan.objects.chunks(APPLY_CONCURRENCY) {
+            let outcomes = {
+                let this = &*self;
+                futures::future::join_all(batch.iter().map(|planned| async move {
+                    // An object another source manages is never applied by this one.
+                    match this.conflict(planned) {
+                        Some(manager) => Err(Conflict { manager }),
+                        None => Ok(this.execute(planned).await),
+                    }
+                }))
+                .await
+            };
+            for (planned, outcome) in batch.iter().zip(outcomes) {
+                let wrote = self.apply_one(planned, outcome).await;
+                wrote_crd |= wrote && is_crd(&planned.key.group_kind);
+            }
         }
         self.record_unapplied(plan);
         wrote_crd
+    }
+
+    /// Ensures the tracking object of `planned`, applies it and writes the tracking object's
+    /// `ObjectInSync` condition. The table's decision is kept apart from carrying it out, so
+    /// that a failed write still says which row failed in that condition.
+    async fn execute(
+        &self,
+        planned: &PlannedObject,
+    ) -> Result<crate::apply::Outcome, ControllerError> {
+        let mut decided = None;
+        let outcome = async {
+            tracking::ensure(
+                self.ctx,
+                self.handle,
+                planned,
+                self.tracked.get(&planned.key),
+                self.unowned.contains(&planned.key),
+            )
+            .await?;
+            let target = Target {
+                gvk: &planned.gvk,
+                namespace: planned.namespace(),
+                name: &planned.key.name,
+                sync_declared: self.state.declares_kind(&planned.key.group_kind),
+                desired: Some(&planned.desired),
+                compare: &planned.compare,
+            };
+            let live = self.live_of(planned, &target).await?;
+            decided = Some(self.ctx.applier.decide(&target, live.as_ref()).1);
+            Ok::<_, ControllerError>(self.ctx.applier.sync_object(&target, live.as_ref()).await?)
+        }
+        .await;
+        let failure = outcome.as_ref().err().map(ToString::to_string);
+        let attempt = match (&outcome, decided, failure.as_deref()) {
+            (Ok(outcome), _, _) => Attempt::Done(outcome.decision),
+            (Err(_), Some(decision), Some(error)) => Attempt::ActionFailed(decision, error),
+            (Err(_), _, error) => Attempt::Failed(error.unwrap_or_default()),
+        };
+        self.record_condition(planned, in_sync_condition(attempt))
+            .await;
+        outcome
     }
 
     /// Writes the progress when it is due; a failed write is logged and the round goes on.
@@ -597,7 +665,12 @@ impl Sync<'_> {
         progress.written = Some(Instant::now());
     }
 
-    async fn apply_one(&mut self, planned: &PlannedObject) -> bool {
+    /// Records what [`Self::execute`] did with `planned`: its record, errors and counts.
+    async fn apply_one(
+        &mut self,
+        planned: &PlannedObject,
+        outcome: Result<Result<crate::apply::Outcome, ControllerError>, Conflict>,
+    ) -> bool {
         let mut record = ObjectRecord {
             gvk: planned.gvk.clone(),
             file: planned.file.clone(),
@@ -609,58 +682,28 @@ impl Sync<'_> {
             decision: None,
             last_applied: None,
         };
-        if let Some(manager) = self.conflict(planned) {
-            let message = format!(
-                "management conflict: {manager} manages this object (its tracking object {} \
-                 names it); {} declares it too and leaves it alone. Remove it from one of the two \
-                 sources",
-                tracking::tracking_name(&planned.key),
-                self.handle.reference
-            );
-            self.errors.push(source_error(
-                error::MANAGEMENT_CONFLICT,
-                Some(planned.file.clone()),
-                Some(planned.key.to_string()),
-                message.clone(),
-            ));
-            record.state = ObjectState::Failed;
-            record.message = message;
-            self.records.insert(planned.key.clone(), record);
-            return false;
-        }
-        // The table's decision, kept apart from carrying it out, so that a failed write still
-        // says which row failed in the tracking object's condition.
-        let mut decided = None;
-        let outcome = async {
-            tracking::ensure(
-                self.ctx,
-                self.handle,
-                planned,
-                self.tracked.get(&planned.key),
-                self.unowned.contains(&planned.key),
-            )
-            .await?;
-            let target = Target {
-                gvk: &planned.gvk,
-                namespace: planned.namespace(),
-                name: &planned.key.name,
-                sync_declared: self.state.declares_kind(&planned.key.group_kind),
-                desired: Some(&planned.desired),
-                compare: &planned.compare,
-            };
-            let live = self.live_of(planned, &target).await?;
-            decided = Some(self.ctx.applier.decide(&target, live.as_ref()).1);
-            Ok::<_, ControllerError>(self.ctx.applier.sync_object(&target, live.as_ref()).await?)
-        }
-        .await;
-        let failure = outcome.as_ref().err().map(ToString::to_string);
-        let attempt = match (&outcome, decided, failure.as_deref()) {
-            (Ok(outcome), _, _) => Attempt::Done(outcome.decision),
-            (Err(_), Some(decision), Some(error)) => Attempt::ActionFailed(decision, error),
-            (Err(_), _, error) => Attempt::Failed(error.unwrap_or_default()),
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(Conflict { manager }) => {
+                let message = format!(
+                    "management conflict: {manager} manages this object (its tracking object {} \
+                     names it); {} declares it too and leaves it alone. Remove it from one of the two \
+                     sources",
+                    tracking::tracking_name(&planned.key),
+                    self.handle.reference
+                );
+                self.errors.push(source_error(
+                    error::MANAGEMENT_CONFLICT,
+                    Some(planned.file.clone()),
+                    Some(planned.key.to_string()),
+                    message.clone(),
+                ));
+                record.state = ObjectState::Failed;
+                record.message = message;
+                self.records.insert(planned.key.clone(), record);
+                return false;
+            }
         };
-        self.record_condition(planned, in_sync_condition(attempt))
-            .await;
         let wrote = match outcome {
             Ok(outcome) => {
                 record.decision = Some(outcome.decision);

@@ -318,12 +318,15 @@ pub async fn ensure(
             write_tracking(&api, &name, &desired, create).await
         }
     };
-    let verb = if create {
-        "create tracking object"
-    } else {
-        "apply tracking object"
+    let tracking = match &planned.tracking {
+        TrackingObject::GitTrackObject { namespace } => {
+            format!("GitTrackObject {namespace}/{name}")
+        }
+        TrackingObject::ClusterGitTrackObject => format!("ClusterGitTrackObject {name}"),
     };
-    result.map_err(|source| ControllerError::kube(verb, name, source))?;
+    let object = format!("{tracking} of {}", super::notice::describe(&planned.key));
+    let verb = if create { "create" } else { "apply" };
+    result.map_err(|source| ControllerError::kube(verb, object, source))?;
     Ok(true)
 }
 

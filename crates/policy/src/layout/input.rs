@@ -98,12 +98,7 @@ fn identify_one(location: Location, value: &Value) -> Result<Identified<'_>, Sou
         return Err(missing("apiVersion and kind must not be empty"));
     }
     let name = object::name(value).ok_or_else(|| missing("object has no metadata.name"))?;
-    let is_namespace = gvk.group.is_empty() && gvk.kind == "Namespace";
-    let valid = if is_namespace {
-        names::namespace_name(name)
-    } else {
-        names::object_name(name)
-    };
+    let valid = names::name_for_kind(&gvk.group, &gvk.kind, name);
     let identified = Identified {
         gvk,
         name: name.to_owned(),
