@@ -24,7 +24,7 @@ use super::prune::{self, PruneCount, PruneVerdict};
 use super::registry::{GoodState, ObjectRecord, ObjectState};
 use super::status::{Counters, Outcome, RoundReport};
 use super::tracking::{self, Tracked};
-use crate::apply::{ApplyError, ServedKind, Target};
+use crate::apply::{Applier, ApplyError, ServedKind, Target};
 
 /// What one round did.
 #[derive(Debug, Default)]
@@ -91,6 +91,10 @@ pub async fn run(ctx: &Context, handle: &SourceHandle) -> RoundResult {
     if handle.suspend {
         return RoundResult::stopped(Outcome::Suspended, Vec::new());
     }
+    let applier = match super::identity::applier_for(ctx, handle) {
+        Ok(applier) => applier,
+        Err(message) => return stalled(reasons::INVALID_SPEC, error::INVALID_SPEC, message),
+    };
     let Some(reference) = handle.revision.clone() else {
         return stalled(
             reasons::INVALID_SPEC,
@@ -179,7 +183,7 @@ pub async fn run(ctx: &Context, handle: &SourceHandle) -> RoundResult {
         record.generation = handle.generation;
     });
     let parse_failed = !parse_errors.is_empty();
-    let mut result = match sync(ctx, handle, &good, parse_errors).await {
+    let mut result = match sync(ctx, handle, &applier, &good, parse_errors).await {
         Ok(result) => result,
         Err(error) => {
             let message = error.to_string();
@@ -248,6 +252,8 @@ fn to_api_error(error: &arbor_policy::layout::SourceError) -> SourceError {
 struct Sync<'a> {
     ctx: &'a Context,
     handle: &'a SourceHandle,
+    /// Writes the source's objects, as its service account where it has one.
+    applier: &'a Applier,
     state: &'a DeclaredState,
     tracked: BTreeMap<ObjectKey, Tracked>,
     snapshot: Snapshot,
@@ -261,6 +267,7 @@ struct Sync<'a> {
 async fn sync(
     ctx: &Context,
     handle: &SourceHandle,
+    applier: &Applier,
     good: &GoodState,
     parse_errors: Vec<SourceError>,
 ) -> Result<RoundResult, ControllerError> {
@@ -273,6 +280,7 @@ async fn sync(
     let mut round = Sync {
         ctx,
         handle,
+        applier,
         state,
         tracked,
         snapshot,
@@ -506,7 +514,7 @@ impl Sync<'_> {
             };
             let live = self.live_of(planned, &target).await?;
             decided = Some(self.ctx.applier.decide(&target, live.as_ref()).1);
-            Ok::<_, ControllerError>(self.ctx.applier.sync_object(&target, live.as_ref()).await?)
+            Ok::<_, ControllerError>(self.applier.sync_object(&target, live.as_ref()).await?)
         }
         .await;
         let failure = outcome.as_ref().err().map(ToString::to_string);
@@ -695,7 +703,7 @@ impl Sync<'_> {
                 desired: None,
                 compare: &compare,
             };
-            match self.ctx.applier.sync_object(&target, Some(live)).await {
+            match self.applier.sync_object(&target, Some(live)).await {
                 Ok(outcome) if outcome.decision.action == Action::Delete => {
                     self.result.deleted += 1
                 }

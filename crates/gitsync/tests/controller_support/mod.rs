@@ -50,11 +50,16 @@ pub struct Cluster {
 
 impl Cluster {
     pub async fn start() -> anyhow::Result<Self> {
+        Self::start_with(KubeEmu::builder()).await
+    }
+
+    /// A cluster whose emulator is configured by `emu` (deny rules, say).
+    pub async fn start_with(emu: arbor_kube_emu::KubeEmuBuilder) -> anyhow::Result<Self> {
         if let Ok(filter) = std::env::var("ARBOR_TEST_LOG") {
             let _ =
                 arbor_runtime::telemetry::init(&filter, arbor_runtime::telemetry::LogFormat::Text);
         }
-        let emu = KubeEmu::start().await?;
+        let emu = emu.start().await?;
         let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
         arbor_testkit::cluster::install_crds(&client, PATIENCE).await?;
         let cluster = Self { emu, client };
