@@ -53,6 +53,13 @@ the controllers only: every webhook replica answers admission requests, none is 
 - {{ $root.Values.managementLabel }}
 - --cache-dir
 - /var/cache/arbor
+{{- with $root.Values.gitsync.defaultServiceAccount }}
+- --default-service-account
+- {{ . }}
+{{- end }}
+{{- if $root.Values.gitsync.requireServiceAccount }}
+- --require-service-account
+{{- end }}
 {{- end -}}
 
 {{/* Where the hierarchy configuration ConfigMap is mounted in hierarchy and webhook pods. */}}

@@ -15,7 +15,7 @@ use crate::validation::FieldError;
 /// One source kind: everything but kind, scope, short name, description and the secret
 /// reference is the same for GitTrack and ClusterGitTrack.
 macro_rules! git_source_kind {
-    ($(#[$meta:meta])* $spec:ident for $kind:tt { $(scope: $scope:ident,)? shortname: $short:tt, doc: $doc:tt, secret: $secret:ty $(,)? }) => {
+    ($(#[$meta:meta])* $spec:ident for $kind:tt { $(scope: $scope:ident,)? shortname: $short:tt, doc: $doc:tt, secret: $secret:ty $(, fields: { $($fields:tt)* })? $(,)? }) => {
         arbor_kind! {
             $(#[$meta])*
             pub struct $spec for $kind {
@@ -34,6 +34,7 @@ macro_rules! git_source_kind {
             {
                 #[serde(flatten)]
                 pub source: GitSourceSpec<$secret>,
+                $($($fields)*)?
             }
         }
     };
@@ -46,6 +47,18 @@ git_source_kind! {
         shortname: "gt",
         doc: "A git repository whose objects Arbor applies inside this namespace.",
         secret: SecretRef,
+        fields: {
+            /// The ServiceAccount of this namespace whose permissions the objects are applied
+            /// with (gitsync impersonates it), so a GitTrack can never do what that account
+            /// cannot. Unset: the installation's default, or gitsync's own identity when the
+            /// installation has none and does not require one.
+            #[serde(
+                default,
+                rename = "serviceAccountName",
+                skip_serializing_if = "Option::is_none"
+            )]
+            pub service_account_name: Option<String>,
+        },
     }
 }
 
@@ -94,6 +107,11 @@ pub trait GitSource: Resource + ResourceExt {
         }))
     }
 
+    /// The ServiceAccount (in the source's namespace) to apply as; only a GitTrack has one.
+    fn service_account_name(&self) -> Option<&str> {
+        None
+    }
+
     /// Checks the spec, for the webhook and the controller.
     fn validate(&self) -> Result<(), Vec<FieldError>> {
         self.source_spec().validate()
@@ -109,6 +127,10 @@ impl GitSource for GitTrack {
 
     fn source_status(&self) -> Option<&GitSourceStatus> {
         self.status.as_ref()
+    }
+
+    fn service_account_name(&self) -> Option<&str> {
+        self.spec.service_account_name.as_deref()
     }
 
     fn source_ref(&self) -> SourceRef {

@@ -261,6 +261,50 @@ fn what_gitsync_may_apply_is_the_users_list_of_rules() {
     );
 }
 
+/// #23.3: GitTracks apply as a ServiceAccount of their namespace, so gitsync may impersonate
+/// ServiceAccounts; when every write is a GitTrack's (a service account required, no
+/// ClusterGitTracks), gitsync itself may no longer bind or escalate.
+#[test]
+fn gitsync_impersonates_service_accounts_and_drops_bind_and_escalate_when_it_can() {
+    let rules = cluster_rules(&render(&value_sets::defaults()), "gitsync");
+    assert!(grants(&rules, "", "serviceaccounts", "impersonate"));
+    assert!(
+        grants(&rules, "rbac.authorization.k8s.io", "rolebindings", "bind"),
+        "ClusterGitTracks apply RBAC as gitsync"
+    );
+
+    let rendered = render(&ValueSet::new(
+        "service accounts required, no ClusterGitTracks",
+        &[
+            "gitsync.requireServiceAccount=true",
+            "gitsync.defaultServiceAccount=deployer",
+            "ownership.gitTrackMode=Enabled",
+            "ownership.clusterGitTrackMode=Disabled",
+        ],
+    ));
+    let rules = cluster_rules(&rendered, "gitsync");
+    assert!(grants(&rules, "", "serviceaccounts", "impersonate"));
+    for verb in ["bind", "escalate"] {
+        for resource in [
+            "roles",
+            "rolebindings",
+            "clusterroles",
+            "clusterrolebindings",
+        ] {
+            assert!(
+                !grants(&rules, "rbac.authorization.k8s.io", resource, verb),
+                "gitsync may not {verb} {resource}"
+            );
+        }
+    }
+    assert!(grants(
+        &rules,
+        "rbac.authorization.k8s.io",
+        "rolebindings",
+        "list"
+    ));
+}
+
 #[test]
 fn hierarchy_gets_full_access_to_exactly_the_watched_kinds() {
     let defaults = render(&value_sets::defaults());

@@ -43,6 +43,7 @@ pub mod credentials;
 pub mod deletion;
 pub mod error;
 pub mod handle;
+pub mod identity;
 pub mod live;
 pub mod load;
 pub mod metrics;
@@ -74,6 +75,8 @@ pub struct Context {
     pub settings: Arc<Settings>,
     pub fetcher: Fetcher,
     pub applier: Applier,
+    /// Clients acting as GitTracks' service accounts ([`identity`]).
+    pub impersonation: Arc<identity::Impersonation>,
     pub registry: Arc<Registry>,
     pub metrics: Arc<metrics::Metrics>,
     pub recorder: Recorder,

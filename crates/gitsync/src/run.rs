@@ -86,6 +86,24 @@ pub struct Args {
         action = clap::ArgAction::Set
     )]
     pub allow_file_repositories: bool,
+
+    /// The ServiceAccount, in a GitTrack's own namespace, that a GitTrack without
+    /// spec.serviceAccountName applies as (gitsync impersonates it). Empty: gitsync's own
+    /// identity. ClusterGitTracks always apply as gitsync.
+    #[arg(long, env = "ARBOR_DEFAULT_SERVICE_ACCOUNT", default_value = "")]
+    pub default_service_account: String,
+
+    /// Refuse to sync a GitTrack that has no service account to apply as (neither
+    /// spec.serviceAccountName nor --default-service-account).
+    #[arg(
+        long,
+        env = "ARBOR_REQUIRE_SERVICE_ACCOUNT",
+        default_value_t = false,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub require_service_account: bool,
 }
 
 fn parse_fraction(text: &str) -> Result<f64, String> {
@@ -126,6 +144,9 @@ impl Args {
                 ..FetchSettings::default()
             },
             crd_patience: Duration::from_secs(30),
+            default_service_account: Some(self.default_service_account.clone())
+                .filter(|name| !name.is_empty()),
+            require_service_account: self.require_service_account,
         })
     }
 }
@@ -212,6 +233,9 @@ pub async fn start(
     let ctx = Context {
         client: client.clone(),
         fetcher,
+        impersonation: Arc::new(crate::controller::identity::Impersonation::new(
+            client.clone(),
+        )),
         applier: Applier::new(Discovery::new(client.clone()), settings.label.clone()),
         settings: Arc::new(settings),
         registry: Arc::new(registry),

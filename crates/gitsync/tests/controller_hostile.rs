@@ -144,12 +144,25 @@ async fn gittrack_at(
     repository: &str,
     reference: serde_json::Value,
 ) -> anyhow::Result<SourceRef> {
+    let spec = json!({"repository": repository, "reference": reference});
+    gittrack_with(cluster, namespace, name, spec).await
+}
+
+/// Creates the flat GitTrack `namespace/name` with `spec` (repository, reference and more).
+async fn gittrack_with(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+    mut spec: serde_json::Value,
+) -> anyhow::Result<SourceRef> {
+    spec["layout"] = json!("Flat");
+    spec["pollInterval"] = json!("1h");
     let api: Api<GitTrack> = Api::namespaced(cluster.client.clone(), namespace);
     let source: GitTrack = serde_json::from_value(json!({
         "apiVersion": "arbor.dev/v1alpha1",
         "kind": "GitTrack",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"repository": repository, "reference": reference, "layout": "Flat", "pollInterval": "1h"},
+        "spec": spec,
     }))?;
     api.create(&PostParams::default(), &source).await?;
     Ok(SourceRef::GitTrack {
@@ -355,6 +368,106 @@ async fn a_secrets_payload_never_leaves_secret_protection() -> anyhow::Result<()
     assert_no_payload(
         "the GitTrackObject",
         &serde_json::to_string(&tracking.get("secret.db").await?)?,
+    );
+    instance.stop().await;
+    Ok(())
+}
+
+const CLUSTER_ADMIN_BINDING: &str = "apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: take-over
+subjects:
+- kind: User
+  name: mallory
+  apiGroup: rbac.authorization.k8s.io
+roleRef:
+  kind: ClusterRole
+  name: cluster-admin
+  apiGroup: rbac.authorization.k8s.io
+";
+
+/// #23.3: a namespaced GitTrack created a RoleBinding to `cluster-admin` with gitsync's own
+/// (cluster-wide bind/escalate) permissions. A GitTrack now applies as the ServiceAccount it
+/// names, through impersonation: when that account may not write RoleBindings, the binding is
+/// not created, the refusal (naming the account) is on the source, and the rest of the source
+/// (a ConfigMap the account may write) is applied.
+#[tokio::test]
+async fn a_gittrack_applies_with_its_service_accounts_permissions() -> anyhow::Result<()> {
+    let rule = arbor_kube_emu::authz::DenyRule::parse(
+        "deny user=system:serviceaccount:team:deployer resource=rolebindings",
+    )
+    .map_err(anyhow::Error::msg)?;
+    let cluster = Cluster::start_with(arbor_kube_emu::KubeEmu::builder().deny(rule)).await?;
+    cluster.namespace("team").await?;
+    let instance = cluster.instance(&GITTRACKS_ONLY).await?;
+    let repo = Repo::new()?;
+    repo.write("binding.yaml", CLUSTER_ADMIN_BINDING)?;
+    repo.write("cm.yaml", &configmap(None, "settings", "1"))?;
+    repo.commit("a ConfigMap and a way to cluster-admin")?;
+    let spec = json!({
+        "repository": repo.url(),
+        "reference": {"branch": "main"},
+        "serviceAccountName": "deployer",
+    });
+    let source = gittrack_with(&cluster, "team", "app", spec).await?;
+
+    let status = error_on(&cluster, &instance, &source, "ARB3004").await?;
+    let error = status.errors.iter().find(|e| e.code == "ARB3004").unwrap();
+    assert!(
+        error
+            .message
+            .contains("system:serviceaccount:team:deployer")
+            && error.message.contains("rolebindings"),
+        "the refusal names the account and the resource: {}",
+        error.message
+    );
+    assert_eq!(
+        error.object.as_deref(),
+        Some("RoleBinding.rbac.authorization.k8s.io/team/take-over")
+    );
+    assert!(
+        !cluster
+            .exists(&cluster.rolebindings("team"), "take-over")
+            .await?
+    );
+    assert!(
+        cluster
+            .exists(&cluster.configmaps("team"), "settings")
+            .await?
+    );
+    let ready = find_condition(&status.conditions, types::READY).expect("Ready");
+    assert_eq!(ready.status, "False");
+    instance.stop().await;
+    Ok(())
+}
+
+/// #23.3: with `--require-service-account`, a GitTrack naming no ServiceAccount (and no
+/// installation default) is not synced, and says which field to set.
+#[tokio::test]
+async fn a_gittrack_without_a_service_account_is_refused_when_one_is_required() -> anyhow::Result<()>
+{
+    let cluster = Cluster::start().await?;
+    cluster.namespace("team").await?;
+    let mut flags = GITTRACKS_ONLY.to_vec();
+    flags.push("--require-service-account");
+    let instance = cluster.instance(&flags).await?;
+    let repo = Repo::new()?;
+    repo.write("cm.yaml", &configmap(None, "settings", "1"))?;
+    repo.commit("a ConfigMap")?;
+    let source = cluster.create_gittrack("team", "app", &repo).await?;
+    let status = error_on(&cluster, &instance, &source, "ARB3007").await?;
+    let stalled = find_condition(&status.conditions, types::STALLED).expect("Stalled");
+    assert_eq!(stalled.reason, reasons::INVALID_SPEC);
+    assert!(
+        stalled.message.contains("spec.serviceAccountName"),
+        "{}",
+        stalled.message
+    );
+    assert!(
+        !cluster
+            .exists(&cluster.configmaps("team"), "settings")
+            .await?
     );
     instance.stop().await;
     Ok(())

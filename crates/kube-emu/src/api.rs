@@ -149,6 +149,8 @@ where
         .authenticator
         .authenticate(authorization)
         .ok_or_else(ApiError::unauthorized)?;
+    let identity =
+        crate::impersonation::identity_of(identity, request.headers(), shared.authorizer.as_ref())?;
     let (parts, body) = request.into_parts();
     let body = body
         .collect()

@@ -64,7 +64,7 @@ pub fn service_account_username(namespace: &str, name: &str) -> String {
 }
 
 /// The namespace and name of a service-account username.
-fn service_account_of(username: &str) -> Option<(&str, &str)> {
+pub(crate) fn service_account_of(username: &str) -> Option<(&str, &str)> {
     username
         .strip_prefix("system:serviceaccount:")?
         .split_once(':')

@@ -3,7 +3,8 @@
 //! **Test and demo infrastructure only — never run it in production.** It keeps everything in
 //! memory, has no persistence, no RBAC (by default every authenticated request is allowed; deny
 //! rules can refuse chosen verbs to chosen identities, see [`authz`]) and no controllers beyond
-//! the few the API semantics need.
+//! the few the API semantics need. Impersonation headers are honoured (see `impersonation`): the
+//! impersonator needs the `impersonate` verb, and the impersonated user is who the rest sees.
 //!
 //! It speaks the Kubernetes REST API closely enough that kube-rs (Api, watcher, reflector,
 //! Controller), kubectl and other clients behave as against kube-apiserver for what Arbor does:
@@ -101,6 +102,7 @@ mod error;
 pub mod faults;
 mod handlers;
 mod jsonpath;
+mod impersonation;
 mod kinds;
 mod kubeconfig;
 mod lifecycle;

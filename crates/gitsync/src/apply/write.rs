@@ -4,6 +4,7 @@ use arbor_api::keys::GITSYNC_FIELD_MANAGER;
 use arbor_policy::keys::ManagementLabel;
 use arbor_policy::object::GroupVersionKind;
 use arbor_policy::sync::{Action, CompareFields, Decision, Situation, decide};
+use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::core::DynamicObject;
 use serde_json::Value;
@@ -36,15 +37,53 @@ pub struct Outcome {
 }
 
 /// Applies and deletes objects under the management label's rule.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Applier {
     discovery: Discovery,
     label: ManagementLabel,
+    /// The client that writes objects, when not discovery's own (gitsync's identity): an
+    /// impersonating one for a GitTrack with a service account.
+    writer: Option<kube::Client>,
+}
+
+impl std::fmt::Debug for Applier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Applier")
+            .field("discovery", &self.discovery)
+            .field("label", &self.label)
+            .field("impersonating", &self.writer.is_some())
+            .finish()
+    }
 }
 
 impl Applier {
     pub fn new(discovery: Discovery, label: ManagementLabel) -> Self {
-        Self { discovery, label }
+        Self {
+            discovery,
+            label,
+            writer: None,
+        }
+    }
+
+    /// The same applier, writing (creating, updating, deleting) through `client`.
+    pub fn writing_as(&self, client: kube::Client) -> Self {
+        Self {
+            writer: Some(client),
+            ..self.clone()
+        }
+    }
+
+    /// The API that writes objects of `served`.
+    fn write_api(&self, served: &ServedKind, namespace: Option<&str>) -> Api<DynamicObject> {
+        match &self.writer {
+            None => self.discovery.api(served, namespace),
+            Some(client) => match namespace.filter(|_| served.namespaced) {
+                Some(namespace) => {
+                    Api::namespaced_with(client.clone(), namespace, &served.resource)
+                }
+                None => Api::all_with(client.clone(), &served.resource),
+            },
+        }
     }
 
     pub fn discovery(&self) -> &Discovery {
@@ -139,7 +178,7 @@ impl Applier {
         desired: &Value,
         force: bool,
     ) -> Result<Value, ApplyError> {
-        let api = self.discovery.api(served, target.namespace);
+        let api = self.write_api(served, target.namespace);
         let mut params = PatchParams::apply(GITSYNC_FIELD_MANAGER);
         params.force = force;
         let verb = if force { "update" } else { "create" };
@@ -156,7 +195,7 @@ impl Applier {
         target: &Target<'_>,
         live: &Value,
     ) -> Result<(), ApplyError> {
-        let api = self.discovery.api(served, target.namespace);
+        let api = self.write_api(served, target.namespace);
         let metadata_field = |field: &str| live["metadata"][field].as_str().map(str::to_owned);
         let params = DeleteParams {
             preconditions: Some(Preconditions {

@@ -47,6 +47,8 @@ pub struct SourceHandle {
     pub poll_interval: Duration,
     pub auth: Option<AuthLocation>,
     pub allow_mass_prune: bool,
+    /// `spec.serviceAccountName` of a GitTrack.
+    pub service_account: Option<String>,
     pub generation: Option<i64>,
     pub status: GitSourceStatus,
     /// Problems with the spec; a source with any is not synced.
@@ -120,6 +122,7 @@ impl SourceHandle {
             poll_interval,
             auth,
             allow_mass_prune,
+            service_account: source.service_account_name().map(str::to_owned),
             generation: source.meta().generation,
             status: source.source_status().cloned().unwrap_or_default(),
             spec_errors,

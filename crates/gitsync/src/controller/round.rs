@@ -26,7 +26,7 @@ use super::plan::{Part, Plan, PlannedObject, Planner, Why, crd_kinds, is_crd};
 use super::registry::{GoodState, ObjectRecord, ObjectState};
 use super::status::{Changes, Counters, Outcome, RoundReport};
 use super::tracking::{self, Tracked};
-use crate::apply::{ApplyError, ServedKind, Target};
+use crate::apply::{Applier, ApplyError, ServedKind, Target};
 
 /// What one round did.
 #[derive(Debug, Default)]
@@ -107,6 +107,10 @@ pub async fn run(ctx: &Context, handle: &SourceHandle) -> RoundResult {
     if handle.suspend {
         return RoundResult::stopped(Outcome::Suspended, Vec::new());
     }
+    let applier = match super::identity::applier_for(ctx, handle) {
+        Ok(applier) => applier,
+        Err(message) => return stalled(reasons::INVALID_SPEC, error::INVALID_SPEC, message),
+    };
     let Some(reference) = handle.revision.clone() else {
         return stalled(
             reasons::INVALID_SPEC,
@@ -195,7 +199,7 @@ pub async fn run(ctx: &Context, handle: &SourceHandle) -> RoundResult {
         record.generation = handle.generation;
     });
     let parse_failed = !parse_errors.is_empty();
-    let mut result = match sync(ctx, handle, &good, parse_errors).await {
+    let mut result = match sync(ctx, handle, &applier, &good, parse_errors).await {
         Ok(result) => result,
         Err(error) => {
             let message = error.to_string();
@@ -286,6 +290,8 @@ fn window_status(window: PruneWindow) -> PruneWindowStatus {
 struct Sync<'a> {
     ctx: &'a Context,
     handle: &'a SourceHandle,
+    /// Writes the source's objects, as its service account where it has one.
+    applier: &'a Applier,
     state: &'a DeclaredState,
     tracked: BTreeMap<ObjectKey, Tracked>,
     /// Tracking objects other sources manage: declaring one of their objects is a conflict.
@@ -329,6 +335,7 @@ const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 async fn sync(
     ctx: &Context,
     handle: &SourceHandle,
+    applier: &Applier,
     good: &GoodState,
     parse_errors: Vec<SourceError>,
 ) -> Result<RoundResult, ControllerError> {
@@ -341,6 +348,7 @@ async fn sync(
     let mut round = Sync {
         ctx,
         handle,
+        applier,
         state,
         tracked: inventory.owned,
         others: inventory.others,
@@ -614,7 +622,7 @@ impl Sync<'_> {
             };
             let live = self.live_of(planned, &target).await?;
             decided = Some(self.ctx.applier.decide(&target, live.as_ref()).1);
-            Ok::<_, ControllerError>(self.ctx.applier.sync_object(&target, live.as_ref()).await?)
+            Ok::<_, ControllerError>(self.applier.sync_object(&target, live.as_ref()).await?)
         }
         .await;
         let failure = outcome.as_ref().err().map(ToString::to_string);
@@ -901,7 +909,7 @@ impl Sync<'_> {
                 desired: None,
                 compare: &compare,
             };
-            match self.ctx.applier.sync_object(&target, Some(live)).await {
+            match self.applier.sync_object(&target, Some(live)).await {
                 Ok(outcome) if outcome.decision.action == Action::Delete => {
                     self.result.deleted += 1;
                     let why = format!(

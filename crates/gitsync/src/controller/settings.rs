@@ -27,4 +27,9 @@ pub struct Settings {
     pub fetch: FetchSettings,
     /// How long to wait for the kinds of a newly applied CustomResourceDefinition to be served.
     pub crd_patience: Duration,
+    /// The ServiceAccount (of its own namespace) a GitTrack without `spec.serviceAccountName`
+    /// applies as.
+    pub default_service_account: Option<String>,
+    /// Whether a GitTrack must apply as a ServiceAccount (its own or the default).
+    pub require_service_account: bool,
 }
