@@ -388,11 +388,25 @@ async fn reconcile_tracking<K>(object: Arc<K>, ctx: Arc<Context>) -> Result<Acti
 where
     K: TrackingKind + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
+    // The cached copy can be older than the cluster: after a watch expires (410) the
+    // controller relists and reconciles every object at once, against the cache of before
+    // the relist until the list is complete. A tracking object whose turn to Terminating fell
+    // into that gap looked alive, was answered `await_change`, and was never looked at again
+    // (the stall of a large source deleted at once). The decision is therefore made on the
+    // object as the API server has it now.
+    let name = object.name_any();
+    let current = K::api(ctx.client.clone(), object.meta().namespace.as_deref())
+        .get_opt(&name)
+        .await
+        .map_err(|error| ControllerError::kube("read tracking object", name, error))?;
+    let Some(object) = current else {
+        return Ok(Action::await_change());
+    };
     let finalizing = object.meta().deletion_timestamp.is_some()
         && object.finalizers().iter().any(|f| f == GITSYNC_FINALIZER);
     if finalizing
-        && tracking::watched_owner(&ctx, object.as_ref())
-        && !tracking::finalize(&ctx, object.as_ref()).await?
+        && tracking::watched_owner(&ctx, &object)
+        && !tracking::finalize(&ctx, &object).await?
     {
         // Left to its source's deletion; look again in case that never comes.
         return Ok(Action::requeue(LEFT_TO_SOURCE));

@@ -44,11 +44,20 @@ pub trait TrackingKind: Resource<DynamicType = ()> + Clone {
     fn data(&self) -> &Value;
     /// Its stored status conditions.
     fn conditions(&self) -> &[Condition];
+    /// The API of tracking objects of this kind in `namespace` (cluster-wide without one).
+    fn api(client: kube::Client, namespace: Option<&str>) -> Api<Self>;
 }
 
 impl TrackingKind for GitTrackObject {
     fn data(&self) -> &Value {
         &self.spec.object.data
+    }
+
+    fn api(client: kube::Client, namespace: Option<&str>) -> Api<Self> {
+        match namespace {
+            Some(namespace) => Api::namespaced(client, namespace),
+            None => Api::all(client),
+        }
     }
 
     fn conditions(&self) -> &[Condition] {
@@ -61,6 +70,10 @@ impl TrackingKind for GitTrackObject {
 impl TrackingKind for ClusterGitTrackObject {
     fn data(&self) -> &Value {
         &self.spec.object.data
+    }
+
+    fn api(client: kube::Client, _namespace: Option<&str>) -> Api<Self> {
+        Api::all(client)
     }
 
     fn conditions(&self) -> &[Condition] {
