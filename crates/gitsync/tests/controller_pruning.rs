@@ -371,7 +371,7 @@ async fn deleting_a_source_with_hundreds_of_objects_finishes_with_progress_in_it
         Ok(status
             .deletion
             .clone()
-            .filter(|progress| progress.remaining == 1)
+            .filter(|progress| progress.remaining == 1 && !status.errors.is_empty())
             .map(|_| status))
     })
     .await?;
@@ -456,6 +456,48 @@ async fn pruning_hundreds_of_objects_in_one_round_finalizes_every_tracking_objec
         .list(&ListParams::default())
         .await?;
     assert_eq!(left.items.len(), 1);
+    instance.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn tracking_objects_turned_terminating_in_a_burst_are_all_finalized() -> anyhow::Result<()> {
+    const COUNT: usize = 300;
+    // A burst of Terminating tracking objects larger than the watch history: the watch expires
+    // (410) in the middle of it and the controller relists. Every finalizer must still run,
+    // without a restart. Deleting the namespace the objects live in makes the burst in one
+    // request, as garbage collection of a deleted source does.
+    let cluster =
+        Cluster::start_with(arbor_kube_emu::KubeEmu::builder().history_window(100)).await?;
+    cluster.namespace("bulk").await?;
+    let repo = Repo::new()?;
+    for i in 0..COUNT {
+        repo.write(
+            &format!("cm-{i}.yaml"),
+            &configmap(Some("bulk"), &format!("cm-{i}"), "1"),
+        )?;
+    }
+    let commit = repo.commit("many")?;
+    let instance = cluster.instance(&[]).await?;
+    let source = cluster_source(&cluster, &repo, json!({}), json!({})).await?;
+    cluster.synced(&instance, &source, &commit).await?;
+
+    let namespaces = cluster.api("v1", "Namespace", "namespaces", None);
+    namespaces.delete("bulk", &DeleteParams::default()).await?;
+    let tracking = cluster.api(
+        "arbor.dev/v1alpha1",
+        "GitTrackObject",
+        "gittrackobjects",
+        Some("bulk"),
+    );
+    eventually(
+        "every Terminating tracking object to be finalized",
+        || async {
+            let left = tracking.list(&ListParams::default()).await?.items.len();
+            Ok((left == 0 && !cluster.exists(&namespaces, "bulk").await?).then_some(()))
+        },
+    )
+    .await?;
     instance.stop().await;
     Ok(())
 }

@@ -189,6 +189,7 @@ pub async fn run<K: SourceKind>(
             progress.write(Some(failures)).await?;
             return Ok(Action::requeue(Duration::from_secs(5)));
         }
+        progress.write(Some(Vec::new())).await?;
     }
     progress.write(None).await?;
     Ok(Action::requeue(RECHECK))
@@ -350,6 +351,7 @@ struct Progress<'a, K> {
 }
 
 impl<K: SourceKind> Progress<'_, K> {
+    /// Writes the progress; `failures` replaces the errors on the status (`None` keeps them).
     async fn write(&mut self, failures: Option<Vec<SourceError>>) -> Result<(), ControllerError> {
         let finalized = self.counts.deleted + self.counts.released;
         let message = format!(
@@ -361,8 +363,11 @@ impl<K: SourceKind> Progress<'_, K> {
             self.counts.deleted,
             self.counts.released
         );
+        // Without news about failures, the last ones stay: a retry that has not reached the
+        // failing object yet must not make the status say it is fine.
+        let errors = failures.unwrap_or_else(|| self.written.errors.clone());
         let mut next = self.next(
-            failures.unwrap_or_default(),
+            errors,
             &[
                 (types::READY, false, reasons::DELETING, message.clone()),
                 (types::RECONCILING, true, reasons::DELETING, message),

@@ -533,6 +533,25 @@ async fn reconcile_tracking<K>(
 where
     K: TrackingKind + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
+    // The cached copy can be older than the cluster: after a watch expires (410) the
+    // controller relists and reconciles every object at once, against the cache of before
+    // the relist until the list is complete. A tracking object whose turn to Terminating fell
+    // into that gap looked alive, was answered `await_change`, and was never looked at again
+    // (the stall of a large source deleted at once). The decision is therefore made on the
+    // object as the API server has it now.
+    let name = object.name_any();
+    let resource = api_resource::<K>();
+    let api: Api<DynamicObject> = match object.meta().namespace.as_deref() {
+        Some(namespace) => Api::namespaced_with(ctx.client.clone(), namespace, &resource),
+        None => Api::all_with(ctx.client.clone(), &resource),
+    };
+    let current = api
+        .get_opt(&name)
+        .await
+        .map_err(|error| ControllerError::kube("read tracking object", name, error))?;
+    let Some(object) = current else {
+        return Ok(Action::await_change());
+    };
     let finalizing = object.meta().deletion_timestamp.is_some()
         && object.finalizers().iter().any(|f| f == GITSYNC_FINALIZER);
     if !finalizing {

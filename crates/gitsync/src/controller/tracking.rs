@@ -47,6 +47,8 @@ pub trait TrackingKind: Resource<DynamicType = ()> + Clone {
     fn payload_digest(&self) -> Option<&str>;
     /// Its stored status conditions.
     fn conditions(&self) -> &[Condition];
+    /// The API of tracking objects of this kind in `namespace` (cluster-wide without one).
+    fn api(client: kube::Client, namespace: Option<&str>) -> Api<Self>;
 }
 
 impl TrackingKind for GitTrackObject {
@@ -56,6 +58,13 @@ impl TrackingKind for GitTrackObject {
 
     fn payload_digest(&self) -> Option<&str> {
         self.spec.object.payload_digest.as_deref()
+    }
+
+    fn api(client: kube::Client, namespace: Option<&str>) -> Api<Self> {
+        match namespace {
+            Some(namespace) => Api::namespaced(client, namespace),
+            None => Api::all(client),
+        }
     }
 
     fn conditions(&self) -> &[Condition] {
@@ -72,6 +81,10 @@ impl TrackingKind for ClusterGitTrackObject {
 
     fn payload_digest(&self) -> Option<&str> {
         self.spec.object.payload_digest.as_deref()
+    }
+
+    fn api(client: kube::Client, _namespace: Option<&str>) -> Api<Self> {
+        Api::all(client)
     }
 
     fn conditions(&self) -> &[Condition] {
