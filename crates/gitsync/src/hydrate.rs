@@ -162,7 +162,8 @@ mod tests {
     fn objects_go_to_their_namespace_cluster_or_source_namespace_directory() {
         let state = flat(vec![
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}),
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "Settings", "namespace": "team"}}),
+            // RBAC names may have capitals (the path-segment rule); file names are lower case.
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "Settings", "namespace": "team"}}),
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "loose"}}),
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "reader"}}),
         ]);
@@ -172,11 +173,11 @@ mod tests {
             [
                 "_source-namespace/configmap_loose.yaml",
                 "cluster/clusterrole_reader.yaml",
-                "team/configmap_settings.yaml",
                 "team/namespace_team.yaml",
+                "team/role_settings.yaml",
             ]
         );
-        let reparsed: serde_json::Value = serde_saphyr::from_str(&files[2].contents).unwrap();
+        let reparsed: serde_json::Value = serde_saphyr::from_str(&files[3].contents).unwrap();
         assert_eq!(reparsed["metadata"]["name"], "Settings");
     }
 
