@@ -1,5 +1,6 @@
 //! Request bodies in Kubernetes' protobuf encoding, for the kinds `kubectl create configmap |
-//! secret | namespace | serviceaccount` and `kubectl auth can-i` send that way (client-go's typed clients prefer
+//! secret | namespace | serviceaccount | role | clusterrole | rolebinding | clusterrolebinding`
+//! and `kubectl auth can-i` send that way (client-go's typed clients prefer
 //! protobuf and do not fall back to JSON). The envelope is the magic `k8s\0` followed by a
 //! `runtime.Unknown` whose `raw` field holds the object; the object is decoded to the same JSON
 //! a JSON client would have sent, using the field numbers of the upstream `.proto` files.
@@ -157,6 +158,62 @@ const SELF_SUBJECT_ACCESS_REVIEW: &[Field] = &[
     ),
 ];
 
+const POLICY_RULE: &[Field] = &[
+    repeated(1, "verbs", FieldType::Text),
+    repeated(2, "apiGroups", FieldType::Text),
+    repeated(3, "resources", FieldType::Text),
+    repeated(4, "resourceNames", FieldType::Text),
+    repeated(5, "nonResourceURLs", FieldType::Text),
+];
+
+const LABEL_SELECTOR_REQUIREMENT: &[Field] = &[
+    field(1, "key", FieldType::Text),
+    field(2, "operator", FieldType::Text),
+    repeated(3, "values", FieldType::Text),
+];
+
+const LABEL_SELECTOR: &[Field] = &[
+    field(1, "matchLabels", FieldType::TextMap),
+    repeated(
+        2,
+        "matchExpressions",
+        FieldType::Message(LABEL_SELECTOR_REQUIREMENT),
+    ),
+];
+
+const AGGREGATION_RULE: &[Field] = &[repeated(
+    1,
+    "clusterRoleSelectors",
+    FieldType::Message(LABEL_SELECTOR),
+)];
+
+/// Role, and ClusterRole (which adds its aggregation rule).
+const ROLE: &[Field] = &[
+    field(1, "metadata", FieldType::Message(OBJECT_META)),
+    repeated(2, "rules", FieldType::Message(POLICY_RULE)),
+    field(3, "aggregationRule", FieldType::Message(AGGREGATION_RULE)),
+];
+
+const SUBJECT: &[Field] = &[
+    field(1, "kind", FieldType::Text),
+    field(2, "apiGroup", FieldType::Text),
+    field(3, "name", FieldType::Text),
+    field(4, "namespace", FieldType::Text),
+];
+
+const ROLE_REF: &[Field] = &[
+    field(1, "apiGroup", FieldType::Text),
+    field(2, "kind", FieldType::Text),
+    field(3, "name", FieldType::Text),
+];
+
+/// RoleBinding and ClusterRoleBinding.
+const ROLE_BINDING: &[Field] = &[
+    field(1, "metadata", FieldType::Message(OBJECT_META)),
+    repeated(2, "subjects", FieldType::Message(SUBJECT)),
+    field(3, "roleRef", FieldType::Message(ROLE_REF)),
+];
+
 const TYPE_META: &[Field] = &[
     field(1, "apiVersion", FieldType::Text),
     field(2, "kind", FieldType::Text),
@@ -174,6 +231,10 @@ fn schema_for(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("v1", "Namespace") => Some(NAMESPACE),
         ("v1", "ServiceAccount") => Some(SERVICE_ACCOUNT),
         ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => Some(SELF_SUBJECT_ACCESS_REVIEW),
+        ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole") => Some(ROLE),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => {
+            Some(ROLE_BINDING)
+        }
         _ => None,
     }
 }
@@ -334,7 +395,7 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
         .and_then(Value::as_str)
         .unwrap_or_default();
     let schema = schema_for(api_version, kind)
-        .ok_or_else(|| format!("protobuf bodies are understood for v1 ConfigMap, Secret, Namespace, ServiceAccount and SelfSubjectAccessReview only, not {api_version} {kind}; send JSON"))?;
+        .ok_or_else(|| format!("protobuf bodies are understood for v1 ConfigMap, Secret, Namespace, ServiceAccount, RBAC roles and bindings and SelfSubjectAccessReview only, not {api_version} {kind}; send JSON"))?;
     let raw = unknown
         .get("raw")
         .and_then(Value::as_str)

@@ -220,3 +220,85 @@ async fn the_scale_subresource_reads_and_writes_replicas_and_moves_generation() 
     .await;
     assert_eq!(code, 404, "config maps have no scale");
 }
+
+#[tokio::test]
+async fn delete_answers_the_object_or_a_status_as_kube_apiserver_does() {
+    let (_emu, client) = start().await;
+    let path = "/api/v1/namespaces/default";
+    post(
+        &client,
+        &format!("{path}/configmaps"),
+        json!({"metadata": {"name": "plain"}}),
+    )
+    .await;
+    let (code, body) = raw(
+        &client,
+        "DELETE",
+        &format!("{path}/configmaps/plain"),
+        "application/json",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (code, body["kind"].as_str()),
+        (200, Some("Status")),
+        "{body}"
+    );
+    assert_eq!(body["status"], "Success");
+    post(
+        &client,
+        &format!("{path}/configmaps"),
+        json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+    )
+    .await;
+    let (code, body) = raw(
+        &client,
+        "DELETE",
+        &format!("{path}/configmaps/held"),
+        "application/json",
+        None,
+    )
+    .await;
+    assert_eq!(
+        code, 200,
+        "a delete held by a finalizer answers 200 with the object"
+    );
+    assert_eq!(body["kind"], "ConfigMap");
+    assert!(body["metadata"]["deletionTimestamp"].is_string(), "{body}");
+    post(
+        &client,
+        &format!("{path}/pods"),
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}),
+    )
+    .await;
+    let (code, body) = raw(
+        &client,
+        "DELETE",
+        &format!("{path}/pods/p"),
+        "application/json",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (code, body["kind"].as_str()),
+        (200, Some("Pod")),
+        "pods return the deleted object"
+    );
+}
+
+#[tokio::test]
+async fn objects_over_one_and_a_half_mebibytes_are_not_stored() {
+    let (_emu, client) = start().await;
+    let (code, status) = post(
+        &client,
+        "/api/v1/namespaces/default/events",
+        json!({"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"},
+               "message": "x".repeat(2 * 1024 * 1024)}),
+    )
+    .await;
+    assert_eq!(code, 500, "{status}");
+    assert_eq!(
+        status["message"],
+        "Internal error occurred: etcdserver: request is too large"
+    );
+}

@@ -565,3 +565,70 @@ fn kubectl_scale_rollout_status_ready_columns_and_explain() {
         "{explained}"
     );
 }
+
+#[test]
+fn kubectl_create_role_and_bindings_send_protobuf_the_server_reads() {
+    let server = start_server();
+    kubectl(
+        &server,
+        &[
+            "create",
+            "role",
+            "reader",
+            "--verb=get,list",
+            "--resource=configmaps",
+        ],
+    );
+    kubectl(
+        &server,
+        &[
+            "create",
+            "rolebinding",
+            "reader",
+            "--role=reader",
+            "--user=alice",
+        ],
+    );
+    kubectl(
+        &server,
+        &[
+            "create",
+            "clusterrole",
+            "watcher",
+            "--verb=watch",
+            "--resource=pods",
+        ],
+    );
+    kubectl(
+        &server,
+        &[
+            "create",
+            "clusterrolebinding",
+            "watcher",
+            "--clusterrole=watcher",
+            "--group=team",
+        ],
+    );
+    let rules = kubectl(
+        &server,
+        &[
+            "get",
+            "role",
+            "reader",
+            "-o",
+            "jsonpath={.rules[0].verbs} {.rules[0].resources}",
+        ],
+    );
+    assert_eq!(rules, r#"["get","list"] ["configmaps"]"#);
+    let subject = kubectl(
+        &server,
+        &[
+            "get",
+            "clusterrolebinding",
+            "watcher",
+            "-o",
+            "jsonpath={.subjects[0].kind}/{.subjects[0].name} {.roleRef.name}",
+        ],
+    );
+    assert_eq!(subject, "Group/team watcher");
+}

@@ -116,19 +116,41 @@ pub async fn delete(
         .delete(&kind.id, &key, &options, &meta::now_timestamp())?;
     let version = &context.target.version;
     Ok(match outcome {
-        // kube-apiserver answers a finished delete of a custom resource with the object and of
-        // a built-in kind with a Status.
-        Deleted::Removed(object) if kind.custom => {
+        Deleted::Removed(object) if returns_deleted_object(kind) => {
             json_response(200, &present::in_version(kind, version, &object))
         }
         Deleted::Removed(object) => json_response(
             200,
             &deleted_status(&kind.id, &key.name, meta::uid(&object)),
         ),
-        Deleted::Pending(object) => {
-            json_response(202, &present::in_version(kind, version, &object))
-        }
+        // An object kept by finalizers comes back as it now is; 202 only when the client
+        // asked for cascading with the old `orphanDependents: false`, as kube-apiserver does.
+        Deleted::Pending(object) => json_response(
+            if orphan_dependents_refused(context) {
+                202
+            } else {
+                200
+            },
+            &present::in_version(kind, version, &object),
+        ),
     })
+}
+
+/// Whether kube-apiserver answers a finished delete of `kind` with the object (its registry's
+/// `ReturnDeletedObject`: custom resources, Pods, Services, ServiceAccounts) rather than a
+/// Status.
+fn returns_deleted_object(kind: &ResourceKind) -> bool {
+    kind.custom
+        || (kind.id.group.is_empty()
+            && matches!(kind.kind.as_str(), "Pod" | "Service" | "ServiceAccount"))
+}
+
+/// `orphanDependents: false` in the body or the query.
+fn orphan_dependents_refused(context: &RequestContext) -> bool {
+    let in_body = serde_json::from_slice::<Value>(&context.body)
+        .ok()
+        .and_then(|body| body.get("orphanDependents").and_then(Value::as_bool));
+    in_body.or_else(|| context.query.get("orphanDependents").map(|v| v == "true")) == Some(false)
 }
 
 pub async fn delete_collection(
