@@ -96,9 +96,15 @@ spec:
   annotations:
     baz: zot
 "#;
-    apply_yaml(&client, "subnamespaces.yaml", subs, None)
-        .await
-        .unwrap();
+    // The webhook judges SubNamespaces against its cached tree, which sees the new root a
+    // moment after it is created; a refusal in that moment is retried, as a user would.
+    eventually("the SubNamespaces to be admitted", WAIT, || async {
+        Ok(apply_yaml(&client, "subnamespaces.yaml", subs, None)
+            .await
+            .ok())
+    })
+    .await
+    .unwrap();
     for sub in ["tenant-dev", "tenant-prod"] {
         wait_label(&client, sub, "accurate.cybozu.com/parent", "tenant").await;
         wait_label(&client, sub, "team", "foo").await;
@@ -175,9 +181,18 @@ metadata:
   labels:
     accurate.cybozu.com/template: tmpl
 "#;
-    apply_yaml(&client, "template.yaml", template, None)
-        .await
-        .unwrap();
+    // As above: the instance is admitted once the webhook's tree holds the template.
+    eventually(
+        "the template and its instance to be admitted",
+        WAIT,
+        || async {
+            Ok(apply_yaml(&client, "template.yaml", template, None)
+                .await
+                .ok())
+        },
+    )
+    .await
+    .unwrap();
     wait_label(&client, "instance", "team", "bar").await;
     let instance_secrets = Api::<Secret>::namespaced(client.clone(), "instance");
     eventually("Secret pull copied into instance", WAIT, || async {
