@@ -5,6 +5,11 @@
 //! `[s]` created from a SubNamespace, `[i]` an instance of a template, `[cycle]` halted
 //! because its parent chain loops (condition reason CycleDetected). A legend lists the
 //! markers that appear.
+//!
+//! arbor-hierarchy sends the tree flat (each node names the node it hangs under, see
+//! `GetTreeResponse`), so a chain of any depth crosses the wire; [`Forest`] rebuilds the shape
+//! as indices and everything here walks it with explicit stacks, never by recursion.
+//! `-o json` / `-o yaml` print the flat list as it came, in the same order.
 
 use arbor_proto::v1::hierarchy_service_client::HierarchyServiceClient;
 use arbor_proto::v1::{GetTreeRequest, GetTreeResponse, NamespaceRole, TreeNode};
@@ -92,16 +97,81 @@ impl Marker {
     }
 }
 
+/// The answer as a tree: for each node the indices of its children, and the top nodes, in the
+/// order the server sent them.
+#[derive(Debug)]
+pub struct Forest<'a> {
+    nodes: &'a [TreeNode],
+    children: Vec<Vec<usize>>,
+    tops: Vec<usize>,
+}
+
+impl<'a> Forest<'a> {
+    /// Links each node to the node its `parent` names. A parent that is not in the answer
+    /// (an older or inconsistent server) makes the node a top node rather than losing it.
+    pub fn new(nodes: &'a [TreeNode]) -> Self {
+        let mut index = std::collections::HashMap::new();
+        for (position, node) in nodes.iter().enumerate() {
+            index.entry(node.name.as_str()).or_insert(position);
+        }
+        let mut children = vec![Vec::new(); nodes.len()];
+        let mut tops = Vec::new();
+        for (position, node) in nodes.iter().enumerate() {
+            match index.get(node.parent.as_str()) {
+                Some(&parent) if !node.parent.is_empty() && parent != position => {
+                    children[parent].push(position);
+                }
+                _ => tops.push(position),
+            }
+        }
+        Self {
+            nodes,
+            children,
+            tops,
+        }
+    }
+
+    /// Visits the nodes depth-first with the prefix of their line and their branch: `None`
+    /// for a top node, else whether it is the last of its siblings.
+    fn walk(&self, mut visit: impl FnMut(&TreeNode, &str, Option<bool>)) {
+        // (node, prefix, branch); pushed in reverse so that siblings come out in order.
+        let mut stack: Vec<(usize, String, Option<bool>)> = self
+            .tops
+            .iter()
+            .rev()
+            .map(|&top| (top, String::new(), None))
+            .collect();
+        // A parent link that loops in a malformed answer must not loop here.
+        let mut drawn = vec![false; self.nodes.len()];
+        while let Some((position, prefix, branch)) = stack.pop() {
+            if std::mem::replace(&mut drawn[position], true) {
+                continue;
+            }
+            visit(&self.nodes[position], &prefix, branch);
+            let child_prefix = match branch {
+                None => String::new(),
+                Some(true) => format!("{prefix}    "),
+                Some(false) => format!("{prefix}│   "),
+            };
+            let children = &self.children[position];
+            for (index, &child) in children.iter().enumerate().rev() {
+                stack.push((
+                    child,
+                    child_prefix.clone(),
+                    Some(index + 1 == children.len()),
+                ));
+            }
+        }
+    }
+}
+
 /// Draws roots, then templates, then the legend of the markers used.
 pub fn render(tree: &GetTreeResponse) -> String {
     let mut out = String::new();
     let mut used = Vec::new();
-    for node in &tree.roots {
-        draw_node(node, "", None, &mut out, &mut used);
-    }
-    for node in &tree.templates {
-        draw_node(node, "", None, &mut out, &mut used);
-    }
+    Forest::new(&tree.nodes).walk(|node, prefix, branch| {
+        draw_line(node, prefix, branch, &mut out, &mut used);
+    });
     if out.is_empty() {
         return "No namespaces in a tree.\n".to_owned();
     }
@@ -118,18 +188,19 @@ pub fn render(tree: &GetTreeResponse) -> String {
     out
 }
 
-/// `branch` is `None` for a top-level node, else whether it is the last of its siblings.
-fn draw_node(
+/// One node's line; `branch` is `None` for a top-level node, else whether it is the last of
+/// its siblings.
+fn draw_line(
     node: &TreeNode,
     prefix: &str,
     branch: Option<bool>,
     out: &mut String,
     used: &mut Vec<Marker>,
 ) {
-    let (connector, child_prefix) = match branch {
-        None => (String::new(), String::new()),
-        Some(true) => (format!("{prefix}└── "), format!("{prefix}    ")),
-        Some(false) => (format!("{prefix}├── "), format!("{prefix}│   ")),
+    let connector = match branch {
+        None => String::new(),
+        Some(true) => format!("{prefix}└── "),
+        Some(false) => format!("{prefix}├── "),
     };
     let mut line = format!("{connector}{}", node.name);
     if node.role() == NamespaceRole::Template {
@@ -144,26 +215,23 @@ fn draw_node(
     }
     out.push_str(&line);
     out.push('\n');
-    let count = node.children.len();
-    for (index, child) in node.children.iter().enumerate() {
-        draw_node(child, &child_prefix, Some(index + 1 == count), out, used);
-    }
 }
 
+/// The flat list as it crossed the wire: nesting it again would make `-o json` as deep as the
+/// tree.
 pub fn tree_json(tree: &GetTreeResponse) -> Value {
     json!({
-        "roots": tree.roots.iter().map(node_json).collect::<Vec<_>>(),
-        "templates": tree.templates.iter().map(node_json).collect::<Vec<_>>(),
+        "nodes": tree.nodes.iter().map(node_json).collect::<Vec<_>>(),
     })
 }
 
 fn node_json(node: &TreeNode) -> Value {
     json!({
         "name": node.name,
+        "parent": node.parent,
         "role": enum_name(node.role().as_str_name(), "NAMESPACE_ROLE_"),
         "fromSubnamespace": node.from_subnamespace,
         "template": node.template,
         "conditions": conditions_json(&node.conditions),
-        "children": node.children.iter().map(node_json).collect::<Vec<_>>(),
     })
 }

@@ -34,32 +34,53 @@ impl HierarchyGrpc {
         HierarchyServiceServer::new(self)
     }
 
-    /// GetTree: roots with their sub-namespaces, templates with their instances.
+    /// GetTree: roots with their sub-namespaces, templates with their instances, as one flat
+    /// list in which each node names the node it hangs under (see the proto), built without
+    /// recursion so that a chain of any depth answers.
     pub fn tree(&self, root: &str) -> Result<pb::GetTreeResponse, Status> {
         let (tree, cycles) = self.index.tree();
         let keys = tree.keys().clone();
-        let node = |name: &str| self.node(&tree, &cycles, name, &mut BTreeSet::new());
-        if !root.is_empty() {
-            if !tree.contains(root) {
-                return Err(Status::not_found(format!(
-                    "namespace {root} does not exist"
-                )));
-            }
-            return Ok(pb::GetTreeResponse {
-                roots: vec![node(root)],
-                templates: vec![],
-            });
-        }
-        let of_kind = |kind: RoleKind| {
-            tree.namespaces()
-                .filter(|ns| ns.role(&keys).kind() == kind)
-                .map(|ns| node(&ns.name))
-                .collect()
+        let tops: Vec<String> = if root.is_empty() {
+            let of_kind = |kind: RoleKind| {
+                tree.namespaces()
+                    .filter(|ns| ns.role(&keys).kind() == kind)
+                    .map(|ns| ns.name.clone())
+                    .collect::<Vec<_>>()
+            };
+            let mut tops = of_kind(RoleKind::Root);
+            tops.extend(of_kind(RoleKind::Template));
+            tops
+        } else if tree.contains(root) {
+            vec![root.to_owned()]
+        } else {
+            return Err(Status::not_found(format!(
+                "namespace {root} does not exist"
+            )));
         };
-        Ok(pb::GetTreeResponse {
-            roots: of_kind(RoleKind::Root),
-            templates: of_kind(RoleKind::Template),
-        })
+        // Depth-first with an explicit stack; children are pushed in reverse so that they come
+        // out in order. A namespace is listed once: a cycle's members are shown where they are
+        // first reached and not descended into again.
+        let mut seen = BTreeSet::new();
+        let mut nodes = Vec::new();
+        let mut stack: Vec<(String, String)> = tops
+            .into_iter()
+            .rev()
+            .map(|name| (name, String::new()))
+            .collect();
+        while let Some((name, parent)) = stack.pop() {
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            stack.extend(
+                tree.children(&name)
+                    .into_iter()
+                    .rev()
+                    .filter(|child| !seen.contains(*child))
+                    .map(|child| (child.to_owned(), name.clone())),
+            );
+            nodes.push(self.node(&tree, &cycles, &name, parent));
+        }
+        Ok(pb::GetTreeResponse { nodes })
     }
 
     fn node(
@@ -67,31 +88,23 @@ impl HierarchyGrpc {
         tree: &NamespaceTree,
         cycles: &CycleReport,
         name: &str,
-        seen: &mut BTreeSet<String>,
+        parent: String,
     ) -> pb::TreeNode {
         let keys = tree.keys();
         let state = tree.get(name);
-        let parent = state.and_then(|ns| ns.parent(keys));
-        let mut node = pb::TreeNode {
+        let upstream_parent = state.and_then(|ns| ns.parent(keys));
+        pb::TreeNode {
             name: name.to_owned(),
             role: role(tree, name) as i32,
-            children: vec![],
-            from_subnamespace: parent.is_some_and(|p| self.index.has_sub_namespace(p, name)),
+            from_subnamespace: upstream_parent
+                .is_some_and(|p| self.index.has_sub_namespace(p, name)),
             template: state
                 .and_then(|ns| ns.template(keys))
                 .unwrap_or_default()
                 .to_owned(),
             conditions: cycle_conditions(tree, cycles, name),
-        };
-        // A cycle would recurse for ever; its members are shown once.
-        if seen.insert(name.to_owned()) {
-            node.children = tree
-                .children(name)
-                .into_iter()
-                .map(|child| self.node(tree, cycles, child, seen))
-                .collect();
+            parent,
         }
-        node
     }
 
     /// GetNamespace.
@@ -526,18 +539,36 @@ mod tests {
     #[test]
     fn tree_lists_roots_with_sub_namespaces_and_templates_with_instances() {
         let tree = service().tree("").unwrap();
-        assert_eq!(tree.roots.len(), 1);
-        let root = &tree.roots[0];
-        assert_eq!(root.role, pb::NamespaceRole::Root as i32);
-        assert_eq!(root.children[0].name, "a");
-        assert!(root.children[0].from_subnamespace);
-        assert_eq!(root.children[0].children[0].name, "b");
-        assert!(!root.children[0].children[0].from_subnamespace);
-        assert_eq!(tree.templates[0].children[0].name, "inst");
+        let listed: Vec<(&str, &str)> = tree
+            .nodes
+            .iter()
+            .map(|node| (node.name.as_str(), node.parent.as_str()))
+            .collect();
         assert_eq!(
-            tree.templates[0].children[0].role,
-            pb::NamespaceRole::Instance as i32
+            listed,
+            vec![
+                ("root", ""),
+                ("a", "root"),
+                ("b", "a"),
+                ("tmpl", ""),
+                ("inst", "tmpl")
+            ]
         );
+        assert_eq!(tree.nodes[0].role, pb::NamespaceRole::Root as i32);
+        assert!(tree.nodes[1].from_subnamespace);
+        assert!(!tree.nodes[2].from_subnamespace);
+        assert_eq!(tree.nodes[4].role, pb::NamespaceRole::Instance as i32);
+    }
+
+    #[test]
+    fn tree_from_a_namespace_has_it_as_the_only_top_node() {
+        let tree = service().tree("a").unwrap();
+        let listed: Vec<(&str, &str)> = tree
+            .nodes
+            .iter()
+            .map(|node| (node.name.as_str(), node.parent.as_str()))
+            .collect();
+        assert_eq!(listed, vec![("a", ""), ("b", "a")]);
     }
 
     #[test]

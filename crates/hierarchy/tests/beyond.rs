@@ -292,10 +292,10 @@ async fn grpc_explains_propagation_from_the_live_index() -> Result<()> {
         .await?
         .into_inner();
     ensure!(
-        tree.roots.len() == 1 && tree.roots[0].children[0].name == "a",
+        tree.nodes.len() == 2 && tree.nodes[1].name == "a" && tree.nodes[1].parent == "root",
         "{tree:?}"
     );
-    ensure!(tree.roots[0].children[0].from_subnamespace);
+    ensure!(tree.nodes[1].from_subnamespace);
 
     let answer = client
         .explain_propagation(ExplainPropagationRequest {

@@ -302,11 +302,11 @@ impl SyncService for FakeSync {
     }
 }
 
-fn node(name: &str, role: NamespaceRole, children: Vec<TreeNode>) -> TreeNode {
+fn node(name: &str, role: NamespaceRole, parent: &str) -> TreeNode {
     TreeNode {
         name: name.into(),
         role: role.into(),
-        children,
+        parent: parent.into(),
         from_subnamespace: false,
         template: String::new(),
         conditions: vec![],
@@ -314,14 +314,14 @@ fn node(name: &str, role: NamespaceRole, children: Vec<TreeNode>) -> TreeNode {
 }
 
 /// root-a > team-a > {team-a-dev (SubNamespace), team-a-prod}, root-a > team-b (in a cycle);
-/// template web > instance shop.
+/// template web > instance shop. Flat, as arbor-hierarchy sends it.
 pub fn canned_tree() -> GetTreeResponse {
     let dev = TreeNode {
         from_subnamespace: true,
-        ..node("team-a-dev", NamespaceRole::Sub, vec![])
+        ..node("team-a-dev", NamespaceRole::Sub, "team-a")
     };
-    let prod = node("team-a-prod", NamespaceRole::Sub, vec![]);
-    let team_a = node("team-a", NamespaceRole::Sub, vec![dev, prod]);
+    let prod = node("team-a-prod", NamespaceRole::Sub, "team-a");
+    let team_a = node("team-a", NamespaceRole::Sub, "root-a");
     let team_b = TreeNode {
         from_subnamespace: true,
         conditions: vec![condition(
@@ -330,26 +330,40 @@ pub fn canned_tree() -> GetTreeResponse {
             "CycleDetected",
             "team-b -> team-c -> team-b",
         )],
-        ..node("team-b", NamespaceRole::Sub, vec![])
+        ..node("team-b", NamespaceRole::Sub, "root-a")
     };
     let shop = TreeNode {
         template: "web".into(),
-        ..node("shop", NamespaceRole::Instance, vec![])
+        ..node("shop", NamespaceRole::Instance, "web")
     };
     GetTreeResponse {
-        roots: vec![node("root-a", NamespaceRole::Root, vec![team_a, team_b])],
-        templates: vec![node("web", NamespaceRole::Template, vec![shop])],
+        nodes: vec![
+            node("root-a", NamespaceRole::Root, ""),
+            team_a,
+            dev,
+            prod,
+            team_b,
+            node("web", NamespaceRole::Template, ""),
+            shop,
+        ],
     }
 }
 
-fn find<'a>(nodes: &'a [TreeNode], name: &str) -> Option<&'a TreeNode> {
-    nodes.iter().find_map(|node| {
-        if node.name == name {
-            Some(node)
-        } else {
-            find(&node.children, name)
+/// `root` and every node below it, `root` made the top node, as the server answers a
+/// `GetTreeRequest.root`.
+fn subtree(tree: GetTreeResponse, root: &str) -> Option<GetTreeResponse> {
+    let mut inside = std::collections::BTreeSet::from([root.to_owned()]);
+    let mut nodes = Vec::new();
+    for mut node in tree.nodes {
+        if node.name == root {
+            node.parent.clear();
+            nodes.push(node);
+        } else if inside.contains(&node.parent) {
+            inside.insert(node.name.clone());
+            nodes.push(node);
         }
-    })
+    }
+    (!nodes.is_empty()).then_some(GetTreeResponse { nodes })
 }
 
 struct FakeHierarchy;
@@ -365,13 +379,9 @@ impl HierarchyService for FakeHierarchy {
         if root.is_empty() {
             return Ok(Response::new(tree));
         }
-        let node = find(&tree.roots, &root)
-            .or_else(|| find(&tree.templates, &root))
-            .ok_or_else(|| Status::not_found(format!("namespace {root} is not in a tree")))?;
-        Ok(Response::new(GetTreeResponse {
-            roots: vec![node.clone()],
-            templates: vec![],
-        }))
+        subtree(tree, &root)
+            .map(Response::new)
+            .ok_or_else(|| Status::not_found(format!("namespace {root} is not in a tree")))
     }
 
     async fn get_namespace(
