@@ -23,6 +23,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .iter()
         .map(|file| proto_root.join(file))
         .collect();
+    // The protos live outside this package, where cargo does not look for changes by itself:
+    // without these lines an edited .proto leaves the generated code stale until a clean build.
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed={}", proto_root.display());
+    for proto in &protos {
+        println!("cargo:rerun-if-changed={}", proto.display());
+    }
     let includes = [proto_root, protoc_bin_vendored::include_path()?];
     tonic_prost_build::configure()
         .file_descriptor_set_path(out_dir.join("arbor_v1_descriptor.bin"))
