@@ -257,7 +257,7 @@ async fn reconcile_source<K: SourceKind>(
         return Ok(Action::await_change());
     }
     let result = round::run(&ctx, &handle).await;
-    let written = report::<K>(&ctx, &handle, &result).await;
+    let written = report(&ctx, &handle, &result).await;
     ctx.registry.round_finished(&handle.reference);
     written?;
     Ok(Action::requeue(
@@ -328,7 +328,7 @@ async fn undecodable_source<K: SourceKind>(
 
 /// Writes the status, announces what changed (log line and Event) and records the latency of a
 /// new commit.
-async fn report<K: SourceKind>(
+async fn report(
     ctx: &Context,
     handle: &SourceHandle,
     result: &RoundResult,
