@@ -312,8 +312,9 @@ async fn conditions(
 }
 
 /// Issue 23 item 9: while a round applies a new commit, slowly (every ConfigMap write takes
-/// 300 ms), the source says Reconciling=True with applied/total and is not Ready; Ready comes
-/// back only when the round of the new commit finished.
+/// 400 ms; the round applies 8 objects at a time, so 24 new ones take several seconds), the
+/// source says Reconciling=True with applied/total and is not Ready; Ready comes back only when
+/// the round of the new commit finished.
 #[tokio::test]
 async fn a_round_in_flight_is_reconciling_with_progress_and_ready_only_when_finished()
 -> anyhow::Result<()> {
@@ -328,13 +329,13 @@ async fn a_round_in_flight_is_reconciling_with_progress_and_ready_only_when_fini
     let source = cluster.create_gittrack("foo", "apps", &repo).await?;
     cluster.synced(&instance, &source, &first).await?;
 
-    for index in 0..6 {
+    for index in 0..24 {
         let name = format!("more-{index}");
         repo.write(&format!("{name}.yaml"), &configmap(None, &name, "1"))?;
     }
-    let second = repo.commit("six more")?;
+    let second = repo.commit("24 more")?;
     cluster.emu.faults().inject(
-        Fault::new(FaultEffect::Latency(Duration::from_millis(300)))
+        Fault::new(FaultEffect::Latency(Duration::from_millis(400)))
             .verbs(&["patch"])
             .resources(&["configmaps"]),
     );
@@ -345,13 +346,13 @@ async fn a_round_in_flight_is_reconciling_with_progress_and_ready_only_when_fini
         let ready = find_condition(&conditions, types::READY).cloned();
         Ok(reconciling
             .filter(|reconciling| {
-                reconciling.status == "True" && !reconciling.message.contains(" 0/7")
+                reconciling.status == "True" && !reconciling.message.contains(" 0/25")
             })
             .zip(ready))
     })
     .await?;
     assert!(
-        reconciling.message.contains(&second) && reconciling.message.contains("/7 objects"),
+        reconciling.message.contains(&second) && reconciling.message.contains("/25 objects"),
         "{}",
         reconciling.message
     );
@@ -491,7 +492,7 @@ async fn an_api_server_refusal_reads_as_its_status_message_with_the_object_named
 /// applies every object; the harness prints objects/s (a figure for the note, not an assertion).
 #[tokio::test]
 async fn a_throttled_sync_applies_every_object_and_reports_its_rate() -> anyhow::Result<()> {
-    const OBJECTS: usize = 12;
+    const OBJECTS: usize = 8;
     let cluster = Cluster::start().await?;
     cluster.namespace("foo").await?;
     let repo = Repo::new()?;
@@ -499,7 +500,7 @@ async fn a_throttled_sync_applies_every_object_and_reports_its_rate() -> anyhow:
         let name = format!("throttled-{index}");
         repo.write(&format!("{name}.yaml"), &configmap(None, &name, "1"))?;
     }
-    repo.commit("twelve")?;
+    repo.commit("eight")?;
     let instance = cluster
         .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
         .await?;

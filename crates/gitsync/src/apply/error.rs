@@ -16,13 +16,13 @@ pub const DISCOVERY_FAILED: &str = "ARB3008";
 pub enum ApplyError {
     #[error("the cluster does not serve {gvk}")]
     KindNotServed { gvk: GroupVersionKind },
-    #[error("discovering {gvk}: {}", Rendered(&**source))]
+    #[error("discovering {gvk}: {}", Rendered(source))]
     Discovery {
         gvk: GroupVersionKind,
         #[source]
         source: Box<kube::Error>,
     },
-    #[error("{verb} {object}: {}", Rendered(&**source))]
+    #[error("{verb} {object}: {}", Rendered(source))]
     Write {
         verb: &'static str,
         object: String,

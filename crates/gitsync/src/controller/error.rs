@@ -53,7 +53,7 @@ pub enum ControllerError {
     Secret { secret: String, problem: String },
     #[error(transparent)]
     Apply(#[from] Box<ApplyError>),
-    #[error("{verb} {object}: {}", Rendered(&**source))]
+    #[error("{verb} {object}: {}", Rendered(source))]
     Kube {
         verb: &'static str,
         object: String,

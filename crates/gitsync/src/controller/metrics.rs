@@ -68,11 +68,10 @@ impl Metrics {
             metrics.commit_to_applied.clone(),
         );
         registry.register("errors", "Sync errors by code", metrics.errors.clone());
-        let metrics = Self {
+        Self {
             undecodable: DecodeFailures::register(registry),
             ..metrics
-        };
-        metrics
+        }
     }
 
     /// Sets the object counts of `source`.

@@ -275,7 +275,7 @@ async fn reconcile_source<K: SourceKind>(
     }
     deletion::ensure_finalizer(&ctx, &source, &handle).await?;
     let result = catch_round(&handle.reference, round::run(&ctx, &handle)).await;
-    let written = report::<K>(&ctx, &handle, &result).await;
+    let written = report(&ctx, &handle, &result).await;
     ctx.registry.round_finished(&handle.reference);
     written?;
     if result.allowance_used {
@@ -439,7 +439,7 @@ async fn undecodable_source<K: SourceKind>(
 
 /// Writes the status, announces what changed (log line and Event) and records the latency of a
 /// new commit.
-async fn report<K: SourceKind>(
+async fn report(
     ctx: &Context,
     handle: &SourceHandle,
     result: &RoundResult,
