@@ -234,7 +234,14 @@ fn inputs(situation: &Situation) -> proto::ActionInputs {
 }
 
 /// Why the row applies: its id and reason, and what differs or why the label does not count.
-fn reason(situation: &Situation, row: Row) -> String {
+/// Whether `key` names a core Secret, whose values an answer never shows.
+fn is_secret_kind(key: &ObjectKey) -> bool {
+    key.group_kind.group.is_empty() && key.group_kind.kind == "Secret"
+}
+
+/// The table's reason, with the differences found; for a Secret only their paths, never the
+/// values (its payload stays inside Secret protection, see [`arbor_policy::secret`]).
+fn reason(situation: &Situation, row: Row, hide_values: bool) -> String {
     let detail = match situation {
         Situation::ResourceDeclared(DeclaredOnCluster::Managed(comparison))
             if !comparison.matches() =>
@@ -242,7 +249,13 @@ fn reason(situation: &Situation, row: Row) -> String {
             let differences: Vec<String> = comparison
                 .differences
                 .iter()
-                .map(ToString::to_string)
+                .map(|difference| {
+                    if hide_values {
+                        format!("{} differs", difference.path())
+                    } else {
+                        difference.to_string()
+                    }
+                })
                 .collect();
             format!(" Differences: {}.", differences.join("; "))
         }
@@ -384,7 +397,7 @@ impl SyncService for SyncServiceImpl {
             allowed: false,
             action: action(row.action()).into(),
             rule: format!("seeds/000 row {}", row.number()),
-            reason: reason(&situation, row),
+            reason: reason(&situation, row, is_secret_kind(&key)),
         };
         Ok(Response::new(proto::ExplainResponse {
             object: Some(object_ref(&key, &gvk.version)),
