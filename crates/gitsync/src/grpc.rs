@@ -26,8 +26,8 @@ use arbor_proto::v1::{self as proto, ManagedState};
 use tonic::{Request, Response, Status};
 
 use crate::apply::{ApplyError, Target};
-use crate::controller::Context;
 use crate::controller::registry::{ObjectRecord, ObjectState, SourceRecord};
+use crate::controller::{Context, identity};
 
 /// How long `TriggerSync` with `wait` waits for the round.
 const TRIGGER_PATIENCE: Duration = Duration::from_secs(120);
@@ -471,8 +471,17 @@ impl SyncService for SyncServiceImpl {
                 desired: Some(&record.desired),
                 compare: &compare,
             };
-            let synced = match self.ctx.applier.live(&target).await {
-                Ok(live) => self.ctx.applier.sync_object(&target, live.as_ref()).await,
+            // Written as the source writes in its rounds (its service account, if any).
+            let apply_as = self.ctx.registry.get(&source).and_then(|r| r.apply_as);
+            let applier = match identity::applier_as(&self.ctx, apply_as.as_deref()) {
+                Ok(applier) => applier,
+                Err(message) => {
+                    tracing::warn!(object = %key, %source, %message, "cannot re-apply a drifted object");
+                    continue;
+                }
+            };
+            let synced = match applier.live(&target).await {
+                Ok(live) => applier.sync_object(&target, live.as_ref()).await,
                 Err(error) => Err(error),
             };
             match synced {

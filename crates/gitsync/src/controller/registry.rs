@@ -93,6 +93,9 @@ pub struct SourceRecord {
     pub generation: Option<i64>,
     /// A full round was asked for (TriggerSync, ReportDrift, a tracking object deleted).
     pub full_round_requested: bool,
+    /// The user the source's objects are written as (a GitTrack's service account), `None`
+    /// for gitsync itself.
+    pub apply_as: Option<String>,
 }
 
 /// The shared registry.
