@@ -26,8 +26,8 @@ use arbor_proto::v1::{self as proto, ManagedState};
 use tonic::{Request, Response, Status};
 
 use crate::apply::{ApplyError, Target};
-use crate::controller::Context;
 use crate::controller::registry::{ObjectRecord, ObjectState, SourceRecord};
+use crate::controller::{Context, identity};
 
 /// How long `TriggerSync` with `wait` waits for the round.
 const TRIGGER_PATIENCE: Duration = Duration::from_secs(120);
@@ -248,7 +248,14 @@ fn inputs(situation: &Situation) -> proto::ActionInputs {
 }
 
 /// Why the row applies: its id and reason, and what differs or why the label does not count.
-fn reason(situation: &Situation, row: Row) -> String {
+/// Whether `key` names a core Secret, whose values an answer never shows.
+fn is_secret_kind(key: &ObjectKey) -> bool {
+    key.group_kind.group.is_empty() && key.group_kind.kind == "Secret"
+}
+
+/// The table's reason, with the differences found; for a Secret only their paths, never the
+/// values (its payload stays inside Secret protection, see [`arbor_policy::secret`]).
+fn reason(situation: &Situation, row: Row, hide_values: bool) -> String {
     let detail = match situation {
         Situation::ResourceDeclared(DeclaredOnCluster::Managed(comparison))
             if !comparison.matches() =>
@@ -256,7 +263,13 @@ fn reason(situation: &Situation, row: Row) -> String {
             let differences: Vec<String> = comparison
                 .differences
                 .iter()
-                .map(ToString::to_string)
+                .map(|difference| {
+                    if hide_values {
+                        format!("{} differs", difference.path())
+                    } else {
+                        difference.to_string()
+                    }
+                })
                 .collect();
             format!(" Differences: {}.", differences.join("; "))
         }
@@ -398,7 +411,7 @@ impl SyncService for SyncServiceImpl {
             allowed: false,
             action: action(row.action()).into(),
             rule: format!("seeds/000 row {}", row.number()),
-            reason: reason(&situation, row),
+            reason: reason(&situation, row, is_secret_kind(&key)),
         };
         Ok(Response::new(proto::ExplainResponse {
             object: Some(object_ref(&key, &gvk.version)),
@@ -472,8 +485,17 @@ impl SyncService for SyncServiceImpl {
                 desired: Some(&record.desired),
                 compare: &compare,
             };
-            let synced = match self.ctx.applier.live(&target).await {
-                Ok(live) => self.ctx.applier.sync_object(&target, live.as_ref()).await,
+            // Written as the source writes in its rounds (its service account, if any).
+            let apply_as = self.ctx.registry.get(&source).and_then(|r| r.apply_as);
+            let applier = match identity::applier_as(&self.ctx, apply_as.as_deref()) {
+                Ok(applier) => applier,
+                Err(message) => {
+                    tracing::warn!(object = %key, %source, %message, "cannot re-apply a drifted object");
+                    continue;
+                }
+            };
+            let synced = match applier.live(&target).await {
+                Ok(live) => applier.sync_object(&target, live.as_ref()).await,
                 Err(error) => Err(error),
             };
             match synced {

@@ -268,6 +268,7 @@ const PASSWORD: &str = "hunter2-s3cr3t";
 const PASSWORD_BASE64: &str = "aHVudGVyMi1zM2NyM3Q=";
 const NEW_PASSWORD_BASE64: &str = "Y29ycmVjdC1ob3JzZQ=="; // correct-horse
 const USER: &str = "admin-sekrit-user";
+const DRIFTED_BASE64: &str = "ZHJpZnRlZC12YWx1ZQ=="; // drifted-value
 
 fn secret_yaml(password_base64: &str) -> String {
     format!(
@@ -319,21 +320,41 @@ async fn a_secrets_payload_never_leaves_secret_protection() -> anyhow::Result<()
         .to_owned();
     assert!(first_digest.starts_with("hmac-sha256:"), "{spec}");
 
+    let secret_ref = arbor_proto::v1::ObjectRef {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Secret".into(),
+        namespace: "shop".into(),
+        name: "db".into(),
+    };
     let mut grpc = instance.grpc().await?;
     let declared = grpc
         .get_declared(arbor_proto::v1::GetDeclaredRequest {
-            object: Some(arbor_proto::v1::ObjectRef {
-                group: String::new(),
-                version: "v1".into(),
-                kind: "Secret".into(),
-                namespace: "shop".into(),
-                name: "db".into(),
-            }),
+            object: Some(secret_ref.clone()),
         })
         .await?
         .into_inner();
     assert!(declared.declared);
     assert_no_payload("GetDeclared", &declared.object_json);
+
+    // Explain of a drifted Secret names the field that differs, not the values.
+    cluster
+        .edit(
+            &secrets,
+            "db",
+            json!({"data": {"password": DRIFTED_BASE64}}),
+        )
+        .await?;
+    let explained = grpc
+        .explain(arbor_proto::v1::ExplainRequest {
+            object: Some(secret_ref),
+        })
+        .await?
+        .into_inner();
+    let reason = explained.decision.map(|d| d.reason).unwrap_or_default();
+    assert!(reason.contains("data.password differs"), "{reason}");
+    assert_no_payload("Explain", &reason);
+    assert!(!reason.contains(DRIFTED_BASE64), "{reason}");
 
     repo.write("secret.yaml", &secret_yaml(NEW_PASSWORD_BASE64))?;
     let second = repo.commit("rotate the password")?;

@@ -86,13 +86,24 @@ pub fn service_account(ctx: &Context, handle: &SourceHandle) -> Result<Option<St
 }
 
 /// The applier for one round of `handle`: impersonating its service account when it has one.
+/// The account is recorded for the source, so that a re-apply outside the round (ReportDrift)
+/// writes as the same account.
 pub fn applier_for(ctx: &Context, handle: &SourceHandle) -> Result<Applier, String> {
-    let Some(username) = service_account(ctx, handle)? else {
+    let username = service_account(ctx, handle)?;
+    ctx.registry.update(&handle.reference, |record| {
+        record.apply_as.clone_from(&username)
+    });
+    applier_as(ctx, username.as_deref())
+}
+
+/// The applier writing as `username`, or as gitsync itself for `None`.
+pub fn applier_as(ctx: &Context, username: Option<&str>) -> Result<Applier, String> {
+    let Some(username) = username else {
         return Ok(ctx.applier.clone());
     };
-    let header = HeaderValue::from_str(&username)
+    let header = HeaderValue::from_str(username)
         .map_err(|_| format!("spec.serviceAccountName: {username:?} is not a valid user name"))?;
     Ok(ctx
         .applier
-        .writing_as(ctx.impersonation.client_for(&username, header)))
+        .writing_as(ctx.impersonation.client_for(username, header)))
 }

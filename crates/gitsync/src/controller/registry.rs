@@ -95,6 +95,9 @@ pub struct SourceRecord {
     pub full_round_requested: bool,
     /// The generation of the source last reported as not decoding.
     pub undecodable_generation: Option<i64>,
+    /// The user the source's objects are written as (a GitTrack's service account), `None`
+    /// for gitsync itself.
+    pub apply_as: Option<String>,
 }
 
 /// The shared registry.
