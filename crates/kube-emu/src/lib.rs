@@ -11,7 +11,7 @@
 //! discovery, get / list / watch / create / update / patch / server-side apply / delete /
 //! deletecollection on built-in kinds and on kinds added by CustomResourceDefinitions, with
 //! label and field selectors, paging, bookmarks, 410 Gone, optimistic concurrency, generation,
-//! status subresources, finalizers, owner-reference garbage collection, namespace termination,
+//! status and scale subresources, finalizers, owner-reference garbage collection, namespace termination,
 //! and errors as kube-apiserver's `Status` objects.
 //!
 //! ## Model
@@ -28,7 +28,10 @@
 //! stored Mutating/ValidatingWebhookConfigurations (`admission`) before they are stored; custom
 //! resources are then pruned, defaulted and validated against their CRD's structural schema
 //! (`schema`, compiled once when the CRD is registered), with `fieldValidation` deciding whether
-//! unknown fields warn or refuse. Every
+//! unknown fields warn or refuse; built-in kinds get the defaults, size limits and immutable
+//! fields of kube-apiserver's registry strategies (`strategy`) and the label and annotation
+//! rules of `validation`. Tables for kubectl evaluate printer columns with Kubernetes JSONPath
+//! (`jsonpath`). Every
 //! resource request is recorded ([`accounting`]). Patches and server-side apply are computed by
 //! [`patch`]. The emulator's own endpoints live under `/__emu/` (faults and the request report,
 //! see the `admin` module's docs).

@@ -16,6 +16,8 @@ pub struct Rule {
     source: String,
     program: cel::Program,
     message: Option<String>,
+    /// `messageExpression`: a CEL string expression that words the failure.
+    message_expression: Option<cel::Program>,
     /// `fieldPath`, relative to the node (`.spec.x`).
     field_path: Option<String>,
     reason: Option<String>,
@@ -38,11 +40,26 @@ pub fn compile_rules(
         .filter_map(|(index, rule)| {
             let text = |key: &str| rule.get(key).and_then(Value::as_str).map(str::to_owned);
             let source = text("rule").unwrap_or_default();
+            let message_expression = match text("messageExpression")
+                .map(|expression| cel::Program::compile(&expression).map_err(|e| (expression, e)))
+                .transpose()
+            {
+                Ok(program) => program,
+                Err((expression, error)) => {
+                    problems.push(SchemaProblem {
+                        path: format!("{path}.x-kubernetes-validations[{index}].messageExpression"),
+                        value: expression,
+                        why: format!("messageExpression compilation failed: {error}"),
+                    });
+                    None
+                }
+            };
             match cel::Program::compile(&source) {
                 Ok(program) => Some(Rule {
                     transition: program.references().has_variable("oldSelf"),
                     program,
                     message: text("message"),
+                    message_expression,
                     field_path: text("fieldPath"),
                     reason: text("reason"),
                     source,
@@ -95,6 +112,15 @@ fn join_field_path(path: &str, relative: &str) -> String {
 }
 
 impl Rule {
+    /// The failure worded by `messageExpression`, when it has one that yields a non-empty
+    /// string (kube-apiserver falls back to `message` otherwise).
+    fn expressed_message(&self, context: &cel::Context) -> Option<String> {
+        match self.message_expression.as_ref()?.execute(context) {
+            Ok(cel::Value::String(text)) if !text.trim().is_empty() => Some(text.to_string()),
+            _ => None,
+        }
+    }
+
     /// Evaluates the rule on `value` (at `path`, of the schema type `type_name`); the cause
     /// when it does not hold.
     pub fn check(
@@ -119,8 +145,8 @@ impl Rule {
         let why = match self.program.execute(&context) {
             Ok(cel::Value::Bool(true)) => return None,
             Ok(cel::Value::Bool(false)) => self
-                .message
-                .clone()
+                .expressed_message(&context)
+                .or_else(|| self.message.clone())
                 .unwrap_or_else(|| format!("failed rule: {}", self.source)),
             Ok(other) => format!(
                 "rule \"{}\" must evaluate to a bool, found {other:?}",
@@ -179,6 +205,19 @@ mod tests {
             rule.check(&json!({}), None, "spec.reference", "object")
                 .is_some()
         );
+    }
+
+    #[test]
+    fn a_message_expression_words_the_failure() {
+        let compiled = rules(json!([{
+            "rule": "self.size() <= 3",
+            "message": "too long",
+            "messageExpression": "'has ' + string(self.size()) + ' characters'",
+        }]));
+        let cause = compiled[0]
+            .check(&json!("abcd"), None, "spec.name", "string")
+            .expect("too long");
+        assert_eq!(cause.message, "Invalid value: \"string\": has 4 characters");
     }
 
     #[test]
