@@ -43,3 +43,94 @@ async fn gitsync_serves_a_client_certificate_and_refuses_a_client_without_one() 
         "a plaintext client was served: {plaintext:?}"
     );
 }
+
+/// The mutual-TLS material of a new certificate of the system's CA for `common_name`.
+fn identity(system: &arbor_e2e::system::TestSystem, common_name: &str) -> TlsMaterial {
+    let issued = system.tls.issue(common_name).unwrap();
+    TlsMaterial {
+        cert_pem: Some(std::fs::read_to_string(issued.cert).unwrap()),
+        key_pem: Some(std::fs::read_to_string(issued.key).unwrap()),
+        ca_pem: Some(system.tls.ca_pem().to_owned()),
+    }
+}
+
+async fn sync_client(
+    address: &str,
+    tls: &TlsMaterial,
+) -> SyncServiceClient<tonic::transport::Channel> {
+    SyncServiceClient::new(connect(address, Some(tls)).await.unwrap())
+}
+
+/// issue #23 item 11: each SyncService method allows the identities that need it (observer:
+/// ReportDrift; webhook: GetDeclared; the operator's client certificate: the rest), by the
+/// client certificate's subject, and a refusal is PermissionDenied naming method and caller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_methods_allow_only_the_identities_that_need_them() {
+    use arbor_proto::v1::{ReportDriftRequest, SourceKind, SourceRef, TriggerSyncRequest};
+
+    let system = start(&["gitsync"]).await.unwrap();
+    let address = system.gitsync.as_ref().unwrap().grpc_url();
+    let trigger = || TriggerSyncRequest {
+        source: Some(SourceRef {
+            kind: SourceKind::GitTrack.into(),
+            namespace: "nowhere".into(),
+            name: "nothing".into(),
+        }),
+        ..TriggerSyncRequest::default()
+    };
+
+    // The webhook's serving certificate is signed by the same CA, and is still not an operator.
+    let serving = identity(&system, "webhook-serving");
+    let refused = sync_client(&address, &serving)
+        .await
+        .trigger_sync(trigger())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    assert!(
+        refused.message().contains("SyncService/TriggerSync")
+            && refused.message().contains("CN=webhook-serving"),
+        "{}",
+        refused.message()
+    );
+
+    // arborctl's certificate (the operator) may trigger a sync; the source does not exist.
+    let operator = client_tls(&system).unwrap();
+    let answer = sync_client(&address, &operator)
+        .await
+        .trigger_sync(trigger())
+        .await;
+    assert!(
+        !matches!(&answer, Err(status) if status.code() == tonic::Code::PermissionDenied),
+        "{answer:?}"
+    );
+
+    // The observer may report drift, and may not trigger syncs; the operator may not report
+    // drift (the method's own rule decides).
+    let observer = identity(&system, "observer");
+    let answer = sync_client(&address, &observer)
+        .await
+        .report_drift(ReportDriftRequest::default())
+        .await;
+    assert!(
+        !matches!(&answer, Err(status) if status.code() == tonic::Code::PermissionDenied),
+        "{answer:?}"
+    );
+    let refused = sync_client(&address, &observer)
+        .await
+        .trigger_sync(trigger())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    let refused = sync_client(&address, &operator)
+        .await
+        .report_drift(ReportDriftRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    assert!(
+        refused.message().contains("CN=arborctl"),
+        "{}",
+        refused.message()
+    );
+}

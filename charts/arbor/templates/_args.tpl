@@ -25,11 +25,43 @@ the controllers only: every webhook replica answers admission requests, none is 
 - /etc/arbor/tls/tls.key
 - --tls-client-ca
 - /etc/arbor/tls/ca.crt
+{{- with .root.Values.listeners }}
+- --max-connections
+- {{ .maxConnections | quote }}
+- --tls-handshake-timeout
+- {{ .tlsHandshakeTimeout }}
+- --idle-timeout
+- {{ .idleTimeout }}
+- --http2-keepalive-interval
+- {{ .http2KeepaliveInterval }}
+- --http2-keepalive-timeout
+- {{ .http2KeepaliveTimeout }}
+{{- end }}
+{{- include "arbor.args.grpcAllow" . }}
 {{- if ne .name "webhook" }}
 - --leader-election
 - {{ $values.leaderElection | quote }}
 - --lease-name
 - {{ include "arbor.componentName" . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+--grpc-allow of one component (see values grpcAuthorization): on gitsync, the observer
+reports drift and the webhook reads declared state, each by its gRPC certificate's Service
+name (a SAN of that certificate); the operators call everything else everywhere.
+*/}}
+{{- define "arbor.args.grpcAllow" -}}
+{{- $authz := .root.Values.grpcAuthorization -}}
+{{- if $authz.enabled }}
+{{- if eq .name "gitsync" }}
+- --grpc-allow
+- SyncService/ReportDrift={{ include "arbor.componentName" (dict "root" .root "name" "observer") }}
+- --grpc-allow
+- SyncService/GetDeclared={{ include "arbor.componentName" (dict "root" .root "name" "webhook") }}
+{{- end }}
+- --grpc-allow
+- {{ printf "*=%s" (join "," $authz.operators) | quote }}
 {{- end }}
 {{- end -}}
 

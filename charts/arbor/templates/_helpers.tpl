@@ -118,6 +118,9 @@ because it was switched on later (a name without an account matches no request).
 {{- define "arbor.grpcSecretName" -}}
 {{- printf "%s-grpc-tls" (include "arbor.componentName" .) -}}
 {{- end -}}
+{{- define "arbor.operatorSecretName" -}}
+{{- printf "%s-operator-tls" (include "arbor.fullname" .) -}}
+{{- end -}}
 {{- define "arbor.webhookSecretName" -}}
 {{- printf "%s-webhook-tls" (include "arbor.fullname" .) -}}
 {{- end -}}

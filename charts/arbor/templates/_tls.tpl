@@ -69,3 +69,34 @@ data:
 {{- define "arbor.webhookCABundle" -}}
 {{- (include "arbor.selfSignedCA" . | fromJson).cert | b64enc -}}
 {{- end -}}
+
+{{/*
+The operators' client certificate (grpcAuthorization.issueOperatorCertificate), common name
+the first of grpcAuthorization.operators, kept across upgrades like the leaves above.
+Context: the root.
+*/}}
+{{- define "arbor.operatorClientSecret" -}}
+{{- $ca := include "arbor.selfSignedCA" . | fromJson -}}
+{{- $secretName := include "arbor.operatorSecretName" . -}}
+{{- $existingData := (lookup "v1" "Secret" .Release.Namespace $secretName).data | default dict -}}
+{{- $leaf := dict -}}
+{{- if eq (get $existingData "ca.crt" | b64dec) $ca.cert -}}
+{{- $leaf = dict "cert" (get $existingData "tls.crt" | b64dec) "key" (get $existingData "tls.key" | b64dec) -}}
+{{- else -}}
+{{- $signer := buildCustomCert ($ca.cert | b64enc) ($ca.key | b64enc) -}}
+{{- $leaf = genSignedCert (first .Values.grpcAuthorization.operators) nil nil (int .Values.tls.validityDays) $signer -}}
+{{- $leaf = dict "cert" $leaf.Cert "key" $leaf.Key -}}
+{{- end -}}
+apiVersion: v1
+kind: Secret
+type: kubernetes.io/tls
+metadata:
+  name: {{ $secretName }}
+  namespace: {{ .Release.Namespace }}
+  labels:
+    {{- include "arbor.labels" . | nindent 4 }}
+data:
+  tls.crt: {{ $leaf.cert | b64enc }}
+  tls.key: {{ $leaf.key | b64enc }}
+  ca.crt: {{ $ca.cert | b64enc }}
+{{- end -}}

@@ -426,3 +426,53 @@ fn the_observer_and_the_webhook_run_two_replicas_by_default() {
         assert_eq!(replicas, Some(2), "{component}");
     }
 }
+
+/// The values of every `flag` in `args` (a repeated flag), in order.
+fn flag_values(args: &[String], flag: &str) -> Vec<String> {
+    args.windows(2)
+        .filter(|pair| pair[0] == flag)
+        .map(|pair| pair[1].clone())
+        .collect()
+}
+
+/// issue #23 items 5 and 11 in the chart: every component's listeners are bounded from
+/// `listeners`, and its gRPC calls are authorized by `grpcAuthorization`: on gitsync the
+/// observer's and the webhook's certificates (named by their Service, a SAN of each) may call
+/// ReportDrift and GetDeclared, the operators' certificates everything else everywhere.
+#[test]
+fn listeners_are_bounded_and_grpc_calls_authorized_per_caller() {
+    let rendered = render(&value_sets::defaults());
+    for component in COMPONENTS {
+        assert_flags(
+            &rendered,
+            component,
+            &[
+                ("--max-connections", "256"),
+                ("--tls-handshake-timeout", "5s"),
+                ("--idle-timeout", "2m"),
+                ("--http2-keepalive-interval", "30s"),
+                ("--http2-keepalive-timeout", "10s"),
+            ],
+        );
+        let rules = flag_values(&args(&rendered, component), "--grpc-allow");
+        let mut expected = Vec::new();
+        if component == "gitsync" {
+            expected.push(format!(
+                "SyncService/ReportDrift={}",
+                component_name("observer")
+            ));
+            expected.push(format!(
+                "SyncService/GetDeclared={}",
+                component_name("webhook")
+            ));
+        }
+        expected.push("*=arbor-operator".to_owned());
+        assert_eq!(rules, expected, "{component}: --grpc-allow");
+    }
+    let operator: k8s_openapi::api::core::v1::Secret =
+        rendered.get("Secret", &format!("{}-operator-tls", common::RELEASE));
+    let data = operator.data.unwrap_or_default();
+    for key in ["tls.crt", "tls.key", "ca.crt"] {
+        assert!(data.contains_key(key), "the operator Secret has {key}");
+    }
+}

@@ -244,21 +244,12 @@ pub async fn start(
     };
     let tasks = reconcile::spawn(ctx.clone(), triggers, &token);
 
-    let server = component.grpc_server()?;
-    let (incoming, grpc_addr) = arbor_runtime::grpc::bind(component.args().grpc_addr).await?;
-    let router = server
-        .clone()
-        .add_service(SyncServiceImpl::new(ctx.clone()).into_server());
-    let serving = token.clone();
-    component.shutdown().spawn(async move {
-        tracing::info!(%grpc_addr, "serving SyncService");
-        if let Err(error) = router
-            .serve_with_incoming_shutdown(incoming, serving.cancelled_owned())
-            .await
-        {
-            tracing::error!(%error, "gRPC server stopped");
-        }
-    });
+    let grpc_addr = component
+        .serve_grpc(tonic::service::Routes::new(
+            SyncServiceImpl::new(ctx.clone()).into_server(),
+        ))
+        .await?;
+    tracing::info!(%grpc_addr, "serving SyncService");
     ready.open();
     Ok(Some(Running {
         component,

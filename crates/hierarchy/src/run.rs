@@ -7,7 +7,9 @@
 //! it no longer holds.
 
 use arbor_runtime::admin::{self, Readiness};
+use arbor_runtime::authz::{Authz, AuthzError};
 use arbor_runtime::lease::{LeaderElector, LeaseConfig};
+use arbor_runtime::listener::{Limits, ListenerMetrics};
 use arbor_runtime::metrics::MetricsRegistry;
 use arbor_runtime::shutdown::Shutdown;
 
@@ -35,6 +37,8 @@ pub enum RunError {
     Start(#[from] StartError),
     #[error(transparent)]
     Grpc(#[from] arbor_runtime::grpc::GrpcError),
+    #[error(transparent)]
+    Authz(#[from] AuthzError),
     #[error("lost the leader lease {0}; restarting as a candidate")]
     LostLeadership(String),
 }
@@ -49,12 +53,17 @@ pub async fn run(args: Args) -> Result<(), RunError> {
     shutdown.trigger_on_signals().map_err(RunError::Signals)?;
     let mut registry = MetricsRegistry::new();
     let metrics = Metrics::register(registry.component("hierarchy"));
+    let limits = Limits::new(
+        common.listener.clone(),
+        ListenerMetrics::register(registry.component("hierarchy")),
+    );
     let readiness = Readiness::new();
     let caches = readiness.gate("hierarchy-caches");
     admin::serve(
         common.admin_addr,
         registry.freeze(),
         readiness,
+        limits.clone(),
         shutdown.token(),
     )
     .await
@@ -102,7 +111,7 @@ pub async fn run(args: Args) -> Result<(), RunError> {
     };
     let running = controller::start(client, settings, metrics, shutdown.token()).await?;
     let token = shutdown.token();
-    serve_grpc(common, &running, &shutdown).await?;
+    serve_grpc(common, limits, &running, &shutdown).await?;
     tokio::select! {
         () = running.synced() => caches.open(),
         () = token.cancelled() => {}
@@ -128,25 +137,20 @@ pub async fn run(args: Args) -> Result<(), RunError> {
     outcome
 }
 
-/// Serves `HierarchyService` on `--grpc-addr` (TLS from the flags; plaintext only on loopback).
+/// Serves `HierarchyService` on `--grpc-addr` through the bounded listener (TLS from the
+/// flags, plaintext only on loopback; `--grpc-allow` rules).
 async fn serve_grpc(
     common: &arbor_runtime::flags::CommonArgs,
+    limits: Limits,
     running: &controller::Running,
     shutdown: &Shutdown,
 ) -> Result<(), RunError> {
     let tls = arbor_runtime::grpc::TlsMaterial::load(&common.tls)?;
-    let mut server = arbor_runtime::grpc::server(common.grpc_addr, tls.as_ref())?;
-    let (incoming, addr) = arbor_runtime::grpc::bind(common.grpc_addr).await?;
-    let router = server.add_service(running.service().into_server());
-    let token = shutdown.token();
-    shutdown.spawn(async move {
-        tracing::info!(%addr, "serving HierarchyService");
-        if let Err(error) = router
-            .serve_with_incoming_shutdown(incoming, token.cancelled_owned())
-            .await
-        {
-            tracing::error!(%error, "gRPC server stopped");
-        }
-    });
+    let authz = Authz::from_args(&common.authz)?;
+    let listener = arbor_runtime::grpc::listener(common.grpc_addr, tls.as_ref(), limits).await?;
+    let addr = listener.local_addr();
+    let routes = tonic::service::Routes::new(running.service().into_server());
+    tracing::info!(%addr, "serving HierarchyService");
+    shutdown.spawn(listener.serve(arbor_runtime::grpc::router(routes, authz), shutdown.token()));
     Ok(())
 }

@@ -167,16 +167,11 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
         drift.clone(),
         token.clone(),
     );
-    let (incoming, grpc_addr) = arbor_runtime::grpc::bind(component.args().grpc_addr).await?;
-    let server = component
-        .grpc_server()?
-        .add_service(ObserverServiceServer::new(grpc))
-        .serve_with_incoming_shutdown(incoming, token.clone().cancelled_owned());
-    shutdown.spawn(async move {
-        if let Err(error) = server.await {
-            tracing::error!(error = %Error::Serve(error), "gRPC server failed");
-        }
-    });
+    let grpc_addr = component
+        .serve_grpc(tonic::service::Routes::new(ObserverServiceServer::new(
+            grpc,
+        )))
+        .await?;
 
     let resolver = resolve::Resolver::new(client.clone());
     let gitsync = config

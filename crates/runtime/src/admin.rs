@@ -14,8 +14,9 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+use crate::listener::{Limits, Listener};
 
 /// Named readiness gates shared between the admin server and the components.
 #[derive(Debug, Clone, Default)]
@@ -95,25 +96,19 @@ pub fn router(registry: Arc<Registry>, readiness: Readiness) -> Router {
         })
 }
 
-/// Binds `addr` and serves the admin router until `shutdown` is cancelled. Returns the bound
-/// address (useful with port 0) once the socket listens.
+/// Binds `addr` and serves the admin router until `shutdown` is cancelled, within the
+/// process's listener bounds. Returns the bound address (useful with port 0) once the socket
+/// listens.
 pub async fn serve(
     addr: SocketAddr,
     registry: Arc<Registry>,
     readiness: Readiness,
+    limits: Limits,
     shutdown: CancellationToken,
 ) -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
-    let app = router(registry, readiness);
-    tokio::spawn(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await;
-        if let Err(error) = served {
-            tracing::error!(%error, "admin server stopped");
-        }
-    });
+    let listener = Listener::bind("admin", addr, None, limits).await?;
+    let local = listener.local_addr();
+    tokio::spawn(listener.serve(router(registry, readiness), shutdown));
     Ok(local)
 }
 
@@ -164,6 +159,7 @@ mod tests {
             "127.0.0.1:0".parse().unwrap(),
             registry,
             readiness.clone(),
+            Limits::default(),
             shutdown.clone(),
         )
         .await
@@ -196,6 +192,7 @@ mod tests {
             "127.0.0.1:0".parse().unwrap(),
             registry.freeze(),
             Readiness::new(),
+            Limits::default(),
             shutdown.clone(),
         )
         .await

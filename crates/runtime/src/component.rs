@@ -11,10 +11,12 @@ use std::net::SocketAddr;
 use prometheus_client::registry::Registry;
 
 use crate::admin::{self, Readiness};
+use crate::authz::{Authz, AuthzError};
 use crate::client::{self, ClientError};
 use crate::flags::CommonArgs;
 use crate::grpc::{self, GrpcError, TlsMaterial};
 use crate::lease::{LeaderElector, Leadership, LeaseConfig};
+use crate::listener::{Limits, ListenerMetrics};
 use crate::metrics::MetricsRegistry;
 use crate::shutdown::Shutdown;
 use crate::telemetry::{self, InvalidLogFilter};
@@ -37,6 +39,8 @@ pub enum StartError {
     },
     #[error("the admin server is already running; register metrics before serving it")]
     AdminAlreadyServed,
+    #[error(transparent)]
+    Authz(#[from] AuthzError),
 }
 
 /// A running controller process: its client, metrics, readiness, TLS material and shutdown.
@@ -46,6 +50,7 @@ pub struct Component {
     client: kube::Client,
     tls: Option<TlsMaterial>,
     metrics: Option<MetricsRegistry>,
+    limits: Limits,
     readiness: Readiness,
     shutdown: Shutdown,
 }
@@ -77,12 +82,18 @@ impl Component {
         let tls = TlsMaterial::load(&args.tls)?;
         let shutdown = Shutdown::new(args.shutdown_grace);
         shutdown.trigger_on_signals().map_err(StartError::Signals)?;
+        let mut metrics = MetricsRegistry::new();
+        let limits = Limits::new(
+            args.listener.clone(),
+            ListenerMetrics::register(metrics.component(name)),
+        );
         Ok(Self {
             name,
             args,
             client,
             tls,
-            metrics: Some(MetricsRegistry::new()),
+            metrics: Some(metrics),
+            limits,
             readiness: Readiness::new(),
             shutdown,
         })
@@ -131,15 +142,31 @@ impl Component {
             address,
             registry.freeze(),
             self.readiness.clone(),
+            self.limits.clone(),
             self.shutdown.token(),
         )
         .await
         .map_err(|source| StartError::Admin { address, source })
     }
 
-    /// A gRPC server builder for `--grpc-addr` with this component's TLS.
-    pub fn grpc_server(&self) -> Result<tonic::transport::Server, StartError> {
-        Ok(grpc::server(self.args.grpc_addr, self.tls.as_ref())?)
+    /// The bounds and metrics of this component's listeners.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Serves `routes` on `--grpc-addr` through the bounded listener, with this component's
+    /// TLS and `--grpc-allow` rules, until shutdown; returns the bound address.
+    pub async fn serve_grpc(
+        &self,
+        routes: tonic::service::Routes,
+    ) -> Result<SocketAddr, StartError> {
+        let authz = Authz::from_args(&self.args.authz)?;
+        let listener =
+            grpc::listener(self.args.grpc_addr, self.tls.as_ref(), self.limits.clone()).await?;
+        let address = listener.local_addr();
+        self.shutdown
+            .spawn(listener.serve(grpc::router(routes, authz), self.shutdown.token()));
+        Ok(address)
     }
 
     /// Campaigns for the component's Lease when leader election is on; `None` when it is off

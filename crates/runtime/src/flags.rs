@@ -42,6 +42,12 @@ pub struct CommonArgs {
     #[command(flatten)]
     pub leader_election: LeaderElectionArgs,
 
+    #[command(flatten)]
+    pub listener: crate::listener::ListenerArgs,
+
+    #[command(flatten)]
+    pub authz: crate::authz::AuthzArgs,
+
     /// How long in-flight work may take to finish after SIGTERM before the process exits.
     #[arg(long, env = "ARBOR_SHUTDOWN_GRACE", value_parser = parse_duration, default_value = "20s")]
     pub shutdown_grace: Duration,

@@ -4,16 +4,25 @@
 //! verify each other (mutual TLS). Plaintext exists for the local demo and tests only, so it is
 //! refused for any address that is not loopback: a misconfigured Deployment fails at start
 //! instead of exposing an unauthenticated API.
+//!
+//! A component's server is [`listener`] + [`router`]: the process's bounded accept loop
+//! ([`crate::listener`]) does TLS (requiring client certificates when a CA is configured), and
+//! every call passes the `--grpc-allow` rules ([`crate::authz`]) before its service. [`server`]
+//! and [`bind`] (tonic's own transport) remain for test doubles.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+
+use std::sync::Arc;
 
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::{
     Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Server, ServerTlsConfig,
 };
 
+use crate::authz::{self, Authz};
 use crate::flags::TlsArgs;
+use crate::listener::{Limits, Listener};
 
 /// Why a gRPC server or channel could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +48,8 @@ pub enum GrpcError {
         address: String,
         source: tonic::transport::Error,
     },
+    #[error("TLS material for the gRPC server is invalid: {0}")]
+    Material(String),
     #[error("cannot listen on {address}: {source}")]
     Bind {
         address: SocketAddr,
@@ -108,6 +119,97 @@ pub fn server(addr: SocketAddr, tls: Option<&TlsMaterial>) -> Result<Server, Grp
             address: addr.to_string(),
             source,
         })
+}
+
+/// The rustls configuration of a gRPC server: the component's identity, client certificates
+/// of `ca_pem` required when it is set, HTTP/2 only.
+pub fn server_tls_config(
+    material: &TlsMaterial,
+) -> Result<Option<Arc<rustls::ServerConfig>>, GrpcError> {
+    let (Some(cert_pem), Some(key_pem)) = (&material.cert_pem, &material.key_pem) else {
+        return Ok(None);
+    };
+    let invalid =
+        |what: &str, error: &dyn std::fmt::Display| GrpcError::Material(format!("{what}: {error}"));
+    let certs = rustls_pemfile::certs(&mut cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid("--tls-cert", &e))?;
+    let key = rustls_pemfile::private_key(&mut key_pem.as_bytes())
+        .map_err(|e| invalid("--tls-key", &e))?
+        .ok_or_else(|| invalid("--tls-key", &"no private key in the file"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| invalid("TLS versions", &e))?;
+    let builder = match &material.ca_pem {
+        Some(ca_pem) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
+                let cert = cert.map_err(|e| invalid("--tls-client-ca", &e))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| invalid("--tls-client-ca", &e))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .map_err(|e| invalid("--tls-client-ca", &e))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| invalid("--tls-cert / --tls-key", &e))?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Some(Arc::new(config)))
+}
+
+/// Binds the gRPC listener of a component on `addr` with the process's listener bounds: TLS
+/// with the component's material, plaintext only on loopback.
+pub async fn listener(
+    addr: SocketAddr,
+    tls: Option<&TlsMaterial>,
+    limits: Limits,
+) -> Result<Listener, GrpcError> {
+    let config = match tls {
+        Some(material) => server_tls_config(material)?,
+        None => None,
+    };
+    if config.is_none() && !addr.ip().is_loopback() {
+        return Err(GrpcError::PlaintextNotLoopback {
+            address: addr.to_string(),
+        });
+    }
+    Listener::bind("grpc", addr, config, limits)
+        .await
+        .map_err(|source| GrpcError::Bind {
+            address: addr,
+            source,
+        })
+}
+
+/// The router of a component's gRPC services, every call first judged by `authz` (none: off,
+/// which is logged).
+pub fn router(routes: tonic::service::Routes, authz: Option<Authz>) -> axum::Router {
+    let router = routes.prepare().into_axum_router();
+    match authz {
+        Some(authz) => {
+            tracing::info!(rules = %authz.describe(), "gRPC authorization by client certificate");
+            let authz = Arc::new(authz);
+            router.layer(axum::middleware::from_fn(move |request, next| {
+                authz::enforce(authz.clone(), request, next)
+            }))
+        }
+        None => {
+            tracing::info!(
+                "gRPC authorization off (no --grpc-allow): every client the transport accepts may call every method"
+            );
+            router
+        }
+    }
 }
 
 /// Binds `addr` for a gRPC server, returning the incoming stream and the bound address.

@@ -14,8 +14,11 @@
 //! - [`metrics`] and [`admin`]: a prometheus-client registry with one sub-registry per
 //!   component, served with `/healthz` and `/readyz` (ready only once caches have synced);
 //! - [`lease`]: leader election on `coordination.k8s.io` Leases;
+//! - [`listener`]: the one accept loop of every listener (webhook HTTPS, gRPC, admin), with
+//!   bounded connections, TLS-handshake, idle and HTTP/2 keep-alive timeouts, and load shedding
+//!   that is counted and logged;
 //! - [`grpc`]: gRPC servers and channels over rustls, with mutual TLS, where plaintext is only
-//!   accepted on loopback addresses;
+//!   accepted on loopback addresses; [`authz`]: which client certificate may call which method;
 //! - [`pki`]: a small CA that issues mutual-TLS material for the demo and tests;
 //! - [`throttle`]: every client retries requests the API server throttled (429) or could not
 //!   serve (503), after `Retry-After` or a backoff, with jitter;
@@ -25,6 +28,7 @@
 
 pub mod admin;
 pub mod api_error;
+pub mod authz;
 pub mod client;
 pub mod component;
 pub mod decode;
@@ -32,6 +36,7 @@ pub mod discovery;
 pub mod flags;
 pub mod grpc;
 pub mod lease;
+pub mod listener;
 pub mod metrics;
 pub mod pki;
 pub mod shutdown;

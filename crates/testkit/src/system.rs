@@ -109,6 +109,26 @@ impl Controller {
     }
 }
 
+/// The `--grpc-allow` rules of controller `name`, as the chart gives them, for the identities
+/// this system issues (common names `observer`, `webhook`, `arborctl`, ...): the observer may
+/// report drift and the webhook read declared state on gitsync; arborctl (the operator) may
+/// call everything else, on every controller.
+pub fn grpc_allow(name: &str) -> Vec<String> {
+    let mut rules = Vec::new();
+    if name == "gitsync" {
+        rules.push("SyncService/ReportDrift=observer".to_owned());
+        rules.push("SyncService/GetDeclared=webhook".to_owned());
+    }
+    rules.push(format!("*={CLIENT_IDENTITY}"));
+    rules
+        .into_iter()
+        .flat_map(|rule| ["--grpc-allow".to_owned(), rule])
+        .collect()
+}
+
+/// The common name of the client certificate arborctl and the tests use.
+pub const CLIENT_IDENTITY: &str = "arborctl";
+
 /// The running system; every process stops when it is dropped.
 pub struct System {
     pub config: SystemConfig,
@@ -169,7 +189,7 @@ impl System {
         ensure_namespace(&client, SYSTEM_NAMESPACE).await?;
 
         let tls = TlsFiles::create(&workdir.join("tls"))?;
-        let client_identity = tls.issue("arborctl")?;
+        let client_identity = tls.issue(CLIENT_IDENTITY)?;
         let mut system = System {
             kubeconfig,
             client,
@@ -294,6 +314,7 @@ impl System {
         .arg(&identity.key)
         .arg("--tls-client-ca")
         .arg(self.tls.ca())
+        .args(grpc_allow(name))
         .args(extra)
         // The kubeconfig flag wins anyway; this keeps a stray KUBECONFIG from confusing logs.
         .env("KUBECONFIG", &self.kubeconfig)

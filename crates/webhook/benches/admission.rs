@@ -112,11 +112,16 @@ struct Server {
 }
 
 async fn start(router: axum::Router, tls: Arc<rustls::ServerConfig>) -> Server {
-    let (listener, address) = server::bind("127.0.0.1:0".parse().expect("address"))
-        .await
-        .expect("bind");
+    let listener = server::bind(
+        "127.0.0.1:0".parse().expect("address"),
+        tls,
+        arbor_runtime::listener::Limits::default(),
+    )
+    .await
+    .expect("bind");
+    let address = listener.local_addr();
     let stop = CancellationToken::new();
-    tokio::spawn(server::serve_https(listener, tls, router, stop.clone()));
+    tokio::spawn(listener.serve(router, stop.clone()));
     Server { address, stop }
 }
 

@@ -74,8 +74,6 @@ pub enum RunError {
     Gitsync(arbor_runtime::grpc::GrpcError),
     #[error(transparent)]
     Grpc(#[from] arbor_runtime::grpc::GrpcError),
-    #[error("the PolicyService gRPC server failed: {0}")]
-    GrpcServe(tonic::transport::Error),
 }
 
 /// Runs the webhook until SIGTERM / SIGINT.
@@ -114,37 +112,33 @@ pub async fn run(args: Args) -> Result<(), RunError> {
         &args.webhook_key,
     )?);
     let tls_config = Arc::new(resolver.server_config()?);
-    let (listener, https_address) =
-        server::bind(args.webhook_addr)
-            .await
-            .map_err(|source| RunError::Listen {
-                address: args.webhook_addr,
-                source,
-            })?;
+    let listener = server::bind(args.webhook_addr, tls_config, component.limits().clone())
+        .await
+        .map_err(|source| RunError::Listen {
+            address: args.webhook_addr,
+            source,
+        })?;
+    let https_address = listener.local_addr();
     let router = server::router(AppState {
         policy: policy.clone(),
         metrics: metrics.clone(),
     });
-    component.shutdown().spawn(server::serve_https(
-        listener,
-        tls_config,
-        router,
-        token.clone(),
-    ));
+    component
+        .shutdown()
+        .spawn(listener.serve(router, token.clone()));
     tracing::info!(%https_address, path = server::VALIDATE_PATH, "admission endpoint listening");
 
-    let (incoming, grpc_address) = arbor_runtime::grpc::bind(args.common.grpc_addr).await?;
-    let grpc = component
-        .grpc_server()?
-        .add_service(grpc::PolicyGrpc::new(policy, metrics).into_service())
-        .serve_with_incoming_shutdown(incoming, token.clone().cancelled_owned());
+    let grpc_address = component
+        .serve_grpc(tonic::service::Routes::new(
+            grpc::PolicyGrpc::new(policy, metrics).into_service(),
+        ))
+        .await?;
     tracing::info!(%grpc_address, "PolicyService listening");
 
     let admin_address = component.serve_admin().await?;
     tracing::info!(%admin_address, "admin endpoints listening");
 
-    let served = grpc.await;
-    token.cancel();
+    token.cancelled().await;
     component.shutdown().drain().await;
-    served.map_err(RunError::GrpcServe)
+    Ok(())
 }

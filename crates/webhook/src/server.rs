@@ -10,25 +10,22 @@
 //! - a body that is not an AdmissionReview v1 is answered 400 with the reason in plain text;
 //! - the decision is bounded by [`DECISION_TIMEOUT`], below the API server's default webhook
 //!   timeout of 10s, and answered 504 beyond (the webhook's failurePolicy then decides);
-//! - TLS handshakes must finish within [`HANDSHAKE_TIMEOUT`] and request headers within
-//!   [`HEADER_TIMEOUT`].
+//! - connections go through the process's bounded accept loop
+//!   ([`arbor_runtime::listener`]): TLS handshakes within `--tls-handshake-timeout`, request
+//!   headers within 5s, idle connections closed, at most `--max-connections` held, and load
+//!   shed (counted and logged) beyond.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arbor_runtime::listener::{Limits, Listener};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
-use tokio_util::sync::CancellationToken;
 
 use crate::metrics::WebhookMetrics;
 use crate::policy::Policy;
@@ -40,8 +37,6 @@ pub const VALIDATE_PATH: &str = "/validate";
 pub const MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DECISION_TIMEOUT: Duration = Duration::from_secs(8);
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the handlers share.
 #[derive(Debug, Clone)]
@@ -110,66 +105,11 @@ async fn validate(State(state): State<AppState>, body: Body) -> Response {
     axum::Json(response.into_review()).into_response()
 }
 
-/// Binds the HTTPS listener, returning it and its address.
-pub async fn bind(address: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)> {
-    let listener = TcpListener::bind(address).await?;
-    let local = listener.local_addr()?;
-    Ok((listener, local))
-}
-
-/// Serves `router` over TLS on `listener` until `shutdown`, then lets open connections finish
-/// their requests.
-pub async fn serve_https(
-    listener: TcpListener,
+/// Binds the HTTPS listener with the process's listener bounds.
+pub async fn bind(
+    address: SocketAddr,
     tls: Arc<rustls::ServerConfig>,
-    router: Router,
-    shutdown: CancellationToken,
-) {
-    let acceptor = TlsAcceptor::from(tls);
-    loop {
-        let (stream, peer) = tokio::select! {
-            () = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Out of file descriptors and the like: wait instead of spinning.
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
-        let (acceptor, router, shutdown) = (acceptor.clone(), router.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(error)) => {
-                    tracing::debug!(%peer, %error, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            };
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT);
-            let connection =
-                builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(router));
-            let mut connection = std::pin::pin!(connection);
-            let result = tokio::select! {
-                result = connection.as_mut() => result,
-                () = shutdown.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-            };
-            if let Err(error) = result {
-                tracing::debug!(%peer, %error, "connection ended with an error");
-            }
-        });
-    }
+    limits: Limits,
+) -> std::io::Result<Listener> {
+    Listener::bind("webhook", address, Some(tls), limits).await
 }

@@ -13,6 +13,7 @@ use arbor_policy::ownership::{
 };
 use arbor_policy::propagation::NamespaceState;
 use arbor_policy::sync::CompareFields;
+use arbor_runtime::listener::Limits;
 use arbor_runtime::pki::Authority;
 use arbor_webhook::declared::{Declared, DeclaredState, LookupError, ObjectIdentity};
 use arbor_webhook::metrics::WebhookMetrics;
@@ -214,19 +215,27 @@ impl Drop for HttpsServer {
 
 impl HttpsServer {
     pub async fn start(policy: Policy) -> Self {
+        Self::start_with(policy, Limits::default()).await
+    }
+
+    /// As [`HttpsServer::start`], with the given listener bounds.
+    pub async fn start_with(policy: Policy, limits: Limits) -> Self {
         let ca = Authority::generate("webhook test CA").unwrap();
         let dir = tempfile::tempdir().unwrap();
         let (cert, key, first_der) = write_certificate(&ca, dir.path());
         let resolver = Arc::new(ReloadingCert::load(cert, key).unwrap());
         let tls = Arc::new(resolver.server_config().unwrap());
-        let (listener, address) = server::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let listener = server::bind("127.0.0.1:0".parse().unwrap(), tls, limits)
+            .await
+            .unwrap();
+        let address = listener.local_addr();
         let metrics = WebhookMetrics::default();
         let router = server::router(AppState {
             policy,
             metrics: metrics.clone(),
         });
         let stop = CancellationToken::new();
-        tokio::spawn(server::serve_https(listener, tls, router, stop.clone()));
+        tokio::spawn(listener.serve(router, stop.clone()));
         Self {
             address,
             ca,
