@@ -9,7 +9,9 @@
 //!
 //! The same program is installed as `kubectl-arbor`, so with it on the `PATH` kubectl runs it as
 //! a plugin: `kubectl arbor status`, `kubectl arbor tree team-a`,
-//! `kubectl arbor explain ConfigMap/team-a/settings`.
+//! `kubectl arbor explain ConfigMap/team-a/settings`. The namespace-tree commands of
+//! `kubectl-accurate` (`list`, `ns`, `template`, `sub`, module `namespaces`) work through the
+//! API server with the user's kubeconfig.
 //!
 //! Each subcommand lives in its own module with its `Args` and a `run` function; this file only
 //! dispatches.
@@ -21,6 +23,7 @@ mod demo;
 mod drift;
 mod explain;
 mod hydrate;
+mod namespaces;
 pub mod output;
 mod source;
 mod status;
@@ -66,6 +69,14 @@ enum Command {
     Sync(sync::SyncArgs),
     /// Run Arbor locally: an emulated API server, the four controllers and example repos.
     Demo(demo::DemoArgs),
+    /// Print the namespace tree from the API server (as `kubectl accurate list`).
+    List(namespaces::ListArgs),
+    /// Describe a namespace or set its type (root, template, none).
+    Ns(namespaces::NsArgs),
+    /// List templates, or set or unset the template a namespace follows.
+    Template(namespaces::TemplateArgs),
+    /// Create, delete, move, graft or cut sub-namespaces.
+    Sub(namespaces::SubArgs),
 }
 
 /// Parses the command line, runs the command and reports a failure on stderr. `bin_name` is
@@ -94,6 +105,10 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Drift(args) => remote(drift::run(&args)),
         Command::Sync(args) => remote(sync::run(&args)),
         Command::Demo(args) => demo::run(&args),
+        Command::List(args) => remote(namespaces::list(&args)),
+        Command::Ns(args) => remote(namespaces::ns(&args)),
+        Command::Template(args) => remote(namespaces::template(&args)),
+        Command::Sub(args) => remote(namespaces::sub(&args)),
     }
 }
 
