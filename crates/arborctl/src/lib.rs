@@ -10,7 +10,9 @@
 //!
 //! The same program is installed as `kubectl-arbor`, so with it on the `PATH` kubectl runs it as
 //! a plugin: `kubectl arbor status`, `kubectl arbor tree team-a`,
-//! `kubectl arbor explain ConfigMap/team-a/settings`.
+//! `kubectl arbor explain ConfigMap/team-a/settings`. The namespace-tree commands of
+//! `kubectl-accurate` (`list`, `ns`, `template`, `sub`, module `namespaces`) work through the
+//! API server with the user's kubeconfig.
 //!
 //! Each subcommand lives in its own module with its `Args` and a `run` function; this file only
 //! dispatches.
@@ -23,6 +25,7 @@ mod demo;
 mod drift;
 mod explain;
 mod hydrate;
+mod namespaces;
 pub mod output;
 mod review;
 mod source;
@@ -73,6 +76,14 @@ enum Command {
     Context(context::ContextArgs),
     /// Run Arbor locally: an emulated API server, the four controllers and example repos.
     Demo(demo::DemoArgs),
+    /// Print the namespace tree from the API server (as `kubectl accurate list`).
+    List(namespaces::ListArgs),
+    /// Describe a namespace or set its type (root, template, none).
+    Ns(namespaces::NsArgs),
+    /// List templates, or set or unset the template a namespace follows.
+    Template(namespaces::TemplateArgs),
+    /// Create, delete, move, graft or cut sub-namespaces.
+    Sub(namespaces::SubArgs),
 }
 
 /// Parses the command line, runs the command and reports a failure on stderr. `bin_name` is
@@ -118,6 +129,10 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Sync(args) => remote(sync::run(&args)),
         Command::Context(args) => context::run(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::List(args) => remote(namespaces::list(&args)),
+        Command::Ns(args) => remote(namespaces::ns(&args)),
+        Command::Template(args) => remote(namespaces::template(&args)),
+        Command::Sub(args) => remote(namespaces::sub(&args)),
     }
 }
 
