@@ -95,6 +95,10 @@
 //! | `ResourceNotInManifest` | `schema_resource_not_in_manifest_is_refused`, `schema_namespace_selects_one_resource_and_no_namespace_selects_all_of_that_name` |
 //! | `DuplicateResource` | `resource_observed_twice_is_refused` |
 //!
+//! One Application whose spec does not decode is reported (warn log, Event, metric) and
+//! skipped; every other Application is observed: `arbor-observer`
+//! `undecodable::an_application_that_does_not_decode_is_reported_and_the_others_are_observed`.
+//!
 //! ## Why arbor-observer does not call [`check_reconcilable`]
 //!
 //! In Krake a resource is a free-form document, so "no `spec`" and "no `status`" are states

@@ -56,9 +56,22 @@
 //! | 3 | `--gittrack-mode=Enabled --namespace=bar` | N | N | Y | Y | N | N | `gittrack_mode_3_enabled_namespace_bar_watches_gittracks_and_gittrackobjects_in_bar_only` |
 //!
 //! Flags (same file): `namespace_flag_is_for_use_with_gittrack_mode_enabled`,
-//! `namespace_flag_conflicts_with_includenamespaced`, `both_modes_disabled_watch_nothing_and_are_refused`,
-//! `default_flags_are_row_a`, and the combinations of a GitTrack row with a ClusterGitTrack row.
+//! `namespace_flag_is_refused_with_every_clustergittrack_mode_but_disabled` (as Faros refuses
+//! them), `both_modes_disabled_watch_nothing_and_are_refused`, `default_flags_are_row_a`, and
+//! the combinations of a GitTrack row with a ClusterGitTrack row.
 //! Applying declared objects: `tests/ownership_apply.rs`.
+//!
+//! The same rules through the running components:
+//!
+//! | rule | test |
+//! |---|---|
+//! | `--namespace` only with `--clustergittrack-mode=Disabled`, naming both flags (gitsync) | `arbor-gitsync` `controller_ownership::namespace_with_any_clustergittrack_mode_but_disabled_is_refused_naming_both_flags` |
+//! | the same refusal in the chart and the webhook | `arbor-chart-tests` `lint::schema_rejects_a_namespace_restriction_with_clustergittracks_served`, `webhook_flags::the_webhook_refuses_what_the_schema_refuses_for_a_namespace_restriction` |
+//! | the "never" rows refused in every installation mode (webhook) | `arbor-webhook` `tests/ownership_modes.rs`, e2e `e2e_webhook::never_rows_are_refused_with_gittrack_mode_disabled` |
+//! | a GitTrack applies with its service account's permissions, never gitsync's | `arbor-gitsync` `controller_hostile::a_gittrack_applies_with_its_service_accounts_permissions` |
+//! | a source whose spec does not decode is `Ready=False` with the field path; the others sync | `arbor-gitsync` `controller_visibility::a_source_that_does_not_decode_is_reported_and_the_others_sync` |
+//! | a tracking object that does not decode stops nothing | `arbor-gitsync` `controller_visibility::a_tracking_object_that_does_not_decode_stops_nothing` |
+//! | objects the matrix refuses leave the source `Degraded`, not `Ready` | `arbor-gitsync` `controller_visibility::objects_refused_by_the_ownership_matrix_leave_the_source_degraded_not_ready` |
 
 pub mod apply;
 pub mod matrix;

@@ -78,3 +78,63 @@ async fn the_tree_syncs_includes_pending_sub_namespaces_and_follows_changes() ->
     emu.shutdown().await;
     Ok(())
 }
+
+/// seeds/001 under "one bad object never stops a kind": a SubNamespace whose spec the Rust type
+/// cannot read (stored because the CRD's schema allows it, as an older or hand-edited CRD does)
+/// does not stop the webhook's SubNamespace watch; the tree still syncs and follows the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_namespace_that_does_not_decode_never_stops_the_tree() -> Result<()> {
+    let emu = KubeEmu::start().await?;
+    let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
+    let crd = SubNamespace::crd();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await?;
+    arbor_testkit::cluster::loosen_crd_schema(&client, crd.metadata.name.as_deref().unwrap_or(""))
+        .await?;
+    create_namespace(&client, "team", json!({"arbor.dev/type": "root"})).await?;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    for (name, spec) in [
+        ("team-bad", json!({"labels": "not a map"})),
+        ("team-qa", json!({})),
+    ] {
+        let object = json!({
+            "apiVersion": "arbor.dev/v1alpha1", "kind": "SubNamespace",
+            "metadata": {"name": name, "namespace": "team"}, "spec": spec,
+        });
+        // The CRD is served shortly after it is created.
+        while let Err(error) = arbor_testkit::cluster::apply(&client, &object, None).await {
+            if tokio::time::Instant::now() > deadline {
+                bail!("SubNamespace {name} never accepted: {error}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let typed: Api<SubNamespace> = Api::namespaced(client.clone(), "team");
+    assert!(
+        typed.list(&Default::default()).await.is_err(),
+        "the bad SubNamespace must not decode as the Rust type, or this test shows nothing"
+    );
+
+    let stop = CancellationToken::new();
+    let (tree, synced) = ClusterTree::start(client.clone(), Keys::default(), stop.clone());
+    tokio::time::timeout(WAIT, synced).await.context("sync")??;
+    assert!(
+        tree.tree()
+            .sub_namespaces("team")
+            .iter()
+            .any(|s| s.to_string() == "team-qa"),
+        "the good SubNamespace is pending in the tree"
+    );
+    create_namespace(&client, "late", json!({})).await?;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !tree.tree().contains("late") {
+        if tokio::time::Instant::now() > deadline {
+            bail!("the tree stopped following changes");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.cancel();
+    emu.shutdown().await;
+    Ok(())
+}
