@@ -281,6 +281,9 @@ impl Running {
             }
         };
         let outcome = tokio::select! {
+            // On shutdown the campaign releases the Lease, so both are ready: a stop is a stop,
+            // not a lost lease.
+            biased;
             () = token.cancelled() => Ok(()),
             () = lost => Err(RunError::LostLeadership),
         };

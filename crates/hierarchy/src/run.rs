@@ -124,6 +124,9 @@ pub async fn run(args: Args) -> Result<(), RunError> {
         }
     };
     let outcome = tokio::select! {
+        // On shutdown the campaign releases the Lease, so both are ready: a stop is a stop,
+        // not a lost lease.
+        biased;
         () = token.cancelled() => Ok(()),
         () = lost => Err(RunError::LostLeadership(lease_name)),
     };

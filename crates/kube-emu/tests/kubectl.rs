@@ -453,7 +453,10 @@ fn kubectl_apply_meets_the_schema_refusals_of_arbors_crd() {
             "jsonpath={.spec.deletionPolicy}",
         ],
     );
-    assert_eq!(stored, "Delete", "the default was filled in");
+    assert_eq!(
+        stored, "Orphan",
+        "the default (Orphan: deleting a source never empties a cluster by surprise) was filled in"
+    );
 }
 
 #[test]

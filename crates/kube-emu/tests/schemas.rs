@@ -143,7 +143,7 @@ async fn defaults_are_filled_in_and_a_cel_rule_refuses_two_references() {
     let (_emu, client) = start().await;
     install(&client).await;
     let created = create_track(&client, "ok", json!({"branch": "main"})).await;
-    assert_eq!(created["spec"]["deletionPolicy"], "Delete");
+    assert_eq!(created["spec"]["deletionPolicy"], "Orphan");
     assert_eq!(created["spec"]["layout"], "Flat");
     assert_eq!(created["spec"]["prune"], true);
     assert_eq!(created["spec"]["suspend"], false);
