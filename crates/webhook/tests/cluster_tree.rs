@@ -120,10 +120,7 @@ async fn a_sub_namespace_that_does_not_decode_never_stops_the_tree() -> Result<(
     let (tree, synced) = ClusterTree::start(client.clone(), Keys::default(), stop.clone());
     tokio::time::timeout(WAIT, synced).await.context("sync")??;
     assert!(
-        tree.tree()
-            .sub_namespaces("team")
-            .iter()
-            .any(|s| s.to_string() == "team-qa"),
+        tree.tree().sub_namespaces("team").contains(&"team-qa"),
         "the good SubNamespace is pending in the tree"
     );
     create_namespace(&client, "late", json!({})).await?;
