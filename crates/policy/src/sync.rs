@@ -57,12 +57,17 @@
 //! mass-prune budget over a window, deleting a source, management conflicts between sources),
 //! is [`prune`]; its module docs map each rule to its unit test and to the test through the
 //! running controller.
+//!
+//! What one round does as a whole — apply, delete, sweep, leave unmanaged, or stop at a guard —
+//! is [`round::plan`], from the declared state, the inventory and the live objects; the
+//! finalizer of a tracking object decides with [`round::finalize`].
 
 pub mod action;
 pub mod label;
 pub mod matches;
 pub mod path;
 pub mod prune;
+pub mod round;
 
 pub use action::{
     Action, COLUMNS, Decision, DeclaredOnCluster, Row, Situation, UndeclaredOnCluster, decide,

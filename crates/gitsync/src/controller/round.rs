@@ -9,9 +9,12 @@ use arbor_api::keys::ArborKeys;
 use arbor_api::source::{GitSourceStatus, PruneWindowStatus, SourceError};
 use arbor_policy::layout::DeclaredState;
 use arbor_policy::object::{self, GroupVersionKind, ObjectKey};
-use arbor_policy::ownership::ObjectScope;
-use arbor_policy::sync::prune::{Claim, PruneBudget, PruneCount, PruneVerdict, PruneWindow, claim};
-use arbor_policy::sync::{Action, CompareFields, Control, Row};
+use arbor_policy::sync::prune::{Claim, PruneBudget, PruneVerdict, PruneWindow, claim};
+use arbor_policy::sync::round::{
+    self, DeclaredInput, LiveObject, Prune, PruneInput, RoundInput, RoundPlan, Rules, SourceInfo,
+    TrackedObject,
+};
+use arbor_policy::sync::{Action, CompareFields, Row};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
@@ -340,7 +343,7 @@ async fn sync(
     parse_errors: Vec<SourceError>,
 ) -> Result<RoundResult, ControllerError> {
     let state = good.state.as_ref();
-    let deletions_allowed = parse_errors.is_empty() && handle.prune;
+    let parse_failed = !parse_errors.is_empty();
     let inventory = tracking::list_inventory(ctx, handle).await?;
     let kinds = declared_kinds(ctx, state).await;
     let snapshot =
@@ -372,32 +375,21 @@ async fn sync(
         prune_window: None,
     };
     round.report_progress().await;
-    let removals: Vec<Tracked> = round
-        .tracked
-        .values()
-        .filter(|tracked| !round.declares(&tracked.key))
-        .cloned()
+    let plan = round.plan(&kinds, parse_failed);
+    let removals: Vec<Tracked> = plan
+        .delete
+        .iter()
+        .filter_map(|key| round.tracked.get(key).cloned())
         .collect();
-    let sweep = round.sweep_candidates(&kinds);
-    if deletions_allowed {
-        let namespace_kind =
-            |key: &ObjectKey| key.group_kind.group.is_empty() && key.group_kind.kind == "Namespace";
-        let count = PruneCount {
-            tracked: round.tracked.len(),
-            removals: removals.len() + sweep.len(),
-            namespaces: round
-                .tracked
-                .keys()
-                .filter(|key| namespace_kind(key))
-                .count(),
-            namespaces_removed: removals.iter().filter(|t| namespace_kind(&t.key)).count(),
-        };
-        let budget = PruneBudget {
-            max_fraction: ctx.settings.max_prune_fraction,
-            window: ctx.settings.prune_window,
-        };
-        let previous = handle.status.prune_window.as_ref().map(window_of);
-        let verdict = budget.check(previous, count, SystemTime::now(), handle.allow_mass_prune);
+    let sweep: Vec<(ObjectKey, GroupVersionKind, Value)> = plan
+        .sweep
+        .iter()
+        .filter_map(|key| {
+            let (gvk, _) = served_of(&kinds, key)?;
+            Some((key.clone(), gvk.clone(), round.snapshot.get(key)?.clone()))
+        })
+        .collect();
+    if let Prune::Judged(verdict) = &plan.prune {
         let window = Some(window_status(verdict.window()));
         match verdict {
             PruneVerdict::Blocked { message, .. } => {
@@ -417,12 +409,11 @@ async fn sync(
                 return Ok(blocked);
             }
             PruneVerdict::Allowed { by_annotation, .. } => {
-                round.result.allowance_used = by_annotation;
+                round.result.allowance_used = *by_annotation;
                 round.prune_window = window;
             }
         }
     }
-
     let planner = Planner {
         discovery: ctx.applier.discovery(),
         scope: &ctx.settings.scope,
@@ -439,14 +430,14 @@ async fn sync(
 
     // The finalizers of pruned tracking objects read the new declarations from the registry.
     round.publish();
-    if deletions_allowed {
+    if plan.prune.allows() {
         round.prune(&removals, &sweep).await;
     }
     Ok(round.finish(good))
 }
 
 /// Every declared kind with a version to list it by, and how the cluster serves it.
-async fn declared_kinds(
+pub(super) async fn declared_kinds(
     ctx: &Context,
     state: &DeclaredState,
 ) -> BTreeMap<GroupVersionKind, ServedKind> {
@@ -480,78 +471,103 @@ async fn declared_kinds(
     served
 }
 
-impl Sync<'_> {
-    /// Whether the state declares the object of `key` (a GitTrack's objects without a namespace
-    /// land in its namespace).
-    fn declares(&self, key: &ObjectKey) -> bool {
-        if self.state.objects.contains_key(key) {
-            return true;
-        }
-        key.namespace.is_some()
-            && key.namespace == self.handle.namespace
-            && self.state.objects.contains_key(&ObjectKey {
-                namespace: None,
-                ..key.clone()
-            })
-    }
+/// What a round (or a preview) observed before it plans.
+pub(super) struct Observed<'a> {
+    pub state: &'a DeclaredState,
+    /// The source's inventory.
+    pub tracked: &'a BTreeMap<ObjectKey, Tracked>,
+    pub snapshot: &'a Snapshot,
+    pub kinds: &'a BTreeMap<GroupVersionKind, ServedKind>,
+}
 
-    /// Labelled objects of declared kinds that neither a declaration nor a tracking object
-    /// explains (seeds/000's `secret-admin`): the table deletes them (row 5).
-    fn sweep_candidates(
+/// Asks `arbor_policy::sync::round::plan` about `observed`, with `declared` objects to decide
+/// against their live objects (none for a round, which decides each as it writes it).
+pub(super) fn plan_round(
+    ctx: &Context,
+    handle: &SourceHandle,
+    observed: &Observed<'_>,
+    declared: &[DeclaredInput<'_>],
+    parse_failed: bool,
+) -> RoundPlan {
+    let settings = &ctx.settings;
+    let source_annotation = settings.keys.source_annotation();
+    let reference = handle.reference.to_string();
+    let tracked: Vec<TrackedObject> = observed
+        .tracked
+        .values()
+        .map(|tracked| TrackedObject {
+            key: tracked.key.clone(),
+            deleting: tracked.deleting(),
+        })
+        .collect();
+    let live: Vec<LiveObject<'_>> = observed
+        .snapshot
+        .iter()
+        .filter_map(|(key, object)| {
+            let (_, served) = served_of(observed.kinds, key)?;
+            Some(LiveObject {
+                key,
+                object,
+                namespaced: served.namespaced,
+            })
+        })
+        .collect();
+    round::plan(&RoundInput {
+        state: observed.state,
+        source: SourceInfo {
+            owner: &handle.owner,
+            reference: &reference,
+            namespace: handle.namespace.as_deref(),
+        },
+        rules: Rules {
+            scope: &settings.scope,
+            label: &settings.label,
+            source_annotation: &source_annotation,
+        },
+        tracked: &tracked,
+        declared,
+        live: &live,
+        prune: PruneInput {
+            enabled: handle.prune,
+            parse_failed,
+            budget: PruneBudget {
+                max_fraction: settings.max_prune_fraction,
+                window: settings.prune_window,
+            },
+            previous: handle.status.prune_window.as_ref().map(window_of),
+            allowed: handle.allow_mass_prune,
+            now: SystemTime::now(),
+        },
+    })
+}
+
+/// The version a kind is listed by, and how it is served.
+pub(super) fn served_of<'k>(
+    kinds: &'k BTreeMap<GroupVersionKind, ServedKind>,
+    key: &ObjectKey,
+) -> Option<(&'k GroupVersionKind, &'k ServedKind)> {
+    kinds
+        .iter()
+        .find(|(gvk, _)| gvk.group_kind() == key.group_kind)
+}
+
+impl Sync<'_> {
+    /// The round's plan (`arbor_policy::sync::round`): what it deletes and sweeps, and whether
+    /// the guards let it delete. Declared objects are decided one by one as they are written
+    /// (`Applier::sync_object`, the same table), because their live objects are read again
+    /// after the foundation is applied.
+    fn plan(
         &self,
         kinds: &BTreeMap<GroupVersionKind, ServedKind>,
-    ) -> Vec<(ObjectKey, GroupVersionKind, Value)> {
-        let source_annotation = self.ctx.settings.keys.source_annotation();
-        let own_source = self.handle.reference.to_string();
-        let namespaces: BTreeSet<&str> = self
-            .state
-            .namespaces
-            .iter()
-            .map(String::as_str)
-            .chain(self.handle.namespace.as_deref())
-            .chain(
-                self.state
-                    .objects
-                    .keys()
-                    .filter_map(|key| key.namespace.as_deref()),
-            )
-            .collect();
-        let mut candidates = Vec::new();
-        for (key, live) in self.snapshot.iter() {
-            let Some((gvk, served)) = kinds
-                .iter()
-                .find(|(gvk, _)| gvk.group_kind() == key.group_kind)
-            else {
-                continue;
-            };
-            let managed =
-                Control::of(&self.ctx.settings.label, &object::labels(live)).may_update_or_delete();
-            let foreign = object::annotation(live, &source_annotation)
-                .is_some_and(|source| source != own_source);
-            let in_scope = key
-                .namespace
-                .as_deref()
-                .is_none_or(|namespace| namespaces.contains(namespace))
-                && self
-                    .ctx
-                    .settings
-                    .scope
-                    .may_apply(
-                        &self.handle.owner,
-                        &ObjectScope::of(live, served.namespaced),
-                    )
-                    .is_ok();
-            if managed
-                && !foreign
-                && in_scope
-                && self.state.declares_kind(&key.group_kind)
-                && !self.declares(key)
-                && !self.tracked.contains_key(key)
-            {
-                candidates.push((key.clone(), gvk.clone(), live.clone()));
-            }
-        }
-        candidates
+        parse_failed: bool,
+    ) -> RoundPlan {
+        let observed = Observed {
+            state: self.state,
+            tracked: &self.tracked,
+            snapshot: &self.snapshot,
+            kinds,
+        };
+        plan_round(self.ctx, self.handle, &observed, &[], parse_failed)
     }
 
     /// The live object of `planned`, from the snapshot or read now.

@@ -17,6 +17,7 @@ use arbor_api::source::DeletionPolicy;
 use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, DeclaredObject, GitTrack, GitTrackObject};
 use arbor_policy::object::{GroupVersionKind, ObjectKey, gvk};
 use arbor_policy::ownership::{ClusterGitTrackMode, Owner, TrackingObject};
+use arbor_policy::sync::round::{self, Finalize, FinalizeInput, SourceStanding};
 use arbor_policy::sync::{Action, CompareFields};
 use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
@@ -542,57 +543,63 @@ pub async fn finalize<K: TrackingKind>(ctx: &Context, object: &K) -> Result<bool
         Some((source, uid)) => source_state(ctx, source, uid).await?,
         None => SourceState::Gone,
     };
-    if state == SourceState::Deleting {
-        // The source's deletion plans every object together (budget, namespaces last) and
-        // removes this finalizer; make sure it runs.
-        if let Some((source, _)) = &owner {
-            ctx.registry.request_round(source);
-        }
-        return Ok(false);
-    }
     let alive = state == SourceState::Alive;
+    let owning = owner.as_ref().map(|(source, _)| source);
     let still_declared = alive
-        && owner.as_ref().is_some_and(|(source, _)| {
+        && owning.is_some_and(|source| {
             ctx.registry
                 .get(source)
                 .is_some_and(|record| record.objects.contains_key(&tracked.key))
         });
-    if still_declared {
-        // Deleted by hand while git still declares it: the next round recreates it.
-        remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
-        if let Some((source, _)) = &owner {
-            ctx.registry.request_round(source);
-        }
-        return Ok(true);
-    }
-    let others = declared_elsewhere(ctx, owner.as_ref().map(|(source, _)| source), &tracked.key);
-    if !others.is_empty() {
-        // Another source declares it: it stays, and that source takes it over at its next round.
-        tracing::info!(object = %tracked.key, declared_by = %others[0], "tracking object released to another source");
-        remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
-        for source in &others {
-            ctx.registry.request_round(source);
-        }
-        return Ok(true);
-    }
+    let others = declared_elsewhere(ctx, owning, &tracked.key);
     let orphan = tracked
         .meta
         .annotations
         .as_ref()
         .and_then(|annotations| annotations.get(&ctx.settings.keys.custom(DELETION_POLICY)))
         .is_some_and(|policy| policy == "Orphan");
-    if alive || !orphan {
-        // The source's Sync for the kind may be gone (seeds/000 row 8: no action); a deleted
-        // source with the Delete policy no longer declares anything it had. A flat source
-        // declares every kind its inventory holds, this object's included.
-        let sync_declared = match &owner {
-            Some((source, _)) if alive => ctx
-                .registry
+    let decision = round::finalize(FinalizeInput {
+        source: match state {
+            SourceState::Alive => SourceStanding::Alive,
+            SourceState::Deleting => SourceStanding::Deleting,
+            SourceState::Gone => SourceStanding::Gone,
+        },
+        still_declared,
+        declared_elsewhere: !others.is_empty(),
+        orphan,
+        kind_declared: owning.filter(|_| alive).and_then(|source| {
+            ctx.registry
                 .declares_inventory_kind(source, &tracked.key.group_kind)
-                .unwrap_or(true),
-            _ => true,
-        };
-        remove_object(ctx, &tracked, sync_declared).await?;
+        }),
+    });
+    match decision {
+        Finalize::WaitForSourceDeletion => {
+            // The source's deletion plans every object together (budget, namespaces last) and
+            // removes this finalizer; make sure it runs.
+            if let Some(source) = owning {
+                ctx.registry.request_round(source);
+            }
+            return Ok(false);
+        }
+        Finalize::Recreate => {
+            remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
+            if let Some(source) = owning {
+                ctx.registry.request_round(source);
+            }
+            return Ok(true);
+        }
+        Finalize::ReleaseToAnotherSource => {
+            tracing::info!(object = %tracked.key, declared_by = %others[0], "tracking object released to another source");
+            remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
+            for source in &others {
+                ctx.registry.request_round(source);
+            }
+            return Ok(true);
+        }
+        Finalize::ApplyTable { sync_declared } => {
+            remove_object(ctx, &tracked, sync_declared).await?;
+        }
+        Finalize::Orphan => {}
     }
     remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
     Ok(true)
