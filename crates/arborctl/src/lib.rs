@@ -2,7 +2,7 @@
 //!
 //! Offline commands work on a repository checked out on disk: `vet` reports every error of a
 //! source at once, `hydrate` writes the exact objects it would apply. Remote commands ask the
-//! running controllers over gRPC: `status` and `sync` (arbor-gitsync), `tree` (arbor-hierarchy),
+//! running controllers over gRPC: `status`, `sync` and `diff` (arbor-gitsync), `tree` (arbor-hierarchy),
 //! `explain` (both), `drift` (arbor-observer). They find the controllers through the current
 //! context of the arborctl config file ([`context`]; `arborctl demo` writes one), which flags
 //! and `ARBOR_*` variables override ([`connect`]); `-o json|yaml` prints the answer for
@@ -22,6 +22,7 @@ pub mod connect;
 pub mod context;
 mod crds;
 mod demo;
+mod diff;
 mod drift;
 mod explain;
 mod hydrate;
@@ -72,6 +73,9 @@ enum Command {
     Review(review::ReviewArgs),
     /// Fetch and sync a source now, and print the commit it synced.
     Sync(sync::SyncArgs),
+    /// What syncing a revision or a local directory would create, update and delete (exit 1:
+    /// changes), without writing anything.
+    Diff(diff::DiffArgs),
     /// List, show, choose and edit the contexts of the arborctl config file.
     Context(context::ContextArgs),
     /// Run Arbor locally: an emulated API server, the four controllers and example repos.
@@ -94,7 +98,12 @@ pub fn main(bin_name: &'static str) -> ExitCode {
     let answers_yes_or_no = cli.command.answers_yes_or_no();
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) if error.downcast_ref::<review::Denied>().is_some() => ExitCode::from(1),
+        Err(error)
+            if error.downcast_ref::<review::Denied>().is_some()
+                || error.downcast_ref::<diff::Changes>().is_some() =>
+        {
+            ExitCode::from(1)
+        }
         Err(error) => {
             connect::report(&error, cli.verbose);
             // A command whose exit code is its answer keeps 1 for "no"; failing to answer is 2,
@@ -109,9 +118,9 @@ pub fn main(bin_name: &'static str) -> ExitCode {
 }
 
 impl Command {
-    /// Commands whose exit code 1 is an answer (denied), not a failure.
+    /// Commands whose exit code 1 is an answer (denied, changes), not a failure.
     fn answers_yes_or_no(&self) -> bool {
-        matches!(self, Self::Review(_))
+        matches!(self, Self::Review(_) | Self::Diff(_))
     }
 }
 
@@ -127,6 +136,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Drift(args) => remote(drift::run(&args)),
         Command::Review(args) => remote(review::run(&args)),
         Command::Sync(args) => remote(sync::run(&args)),
+        Command::Diff(args) => remote(diff::run(&args)),
         Command::Context(args) => context::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::List(args) => remote(namespaces::list(&args)),

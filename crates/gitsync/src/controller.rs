@@ -50,6 +50,7 @@ pub mod metrics;
 pub mod notice;
 pub mod object_status;
 pub mod plan;
+pub mod preview;
 pub mod reconcile;
 pub mod registry;
 pub mod round;

@@ -9,6 +9,7 @@
 //! | TriggerSync | a full round of the source now; with `wait`, answers after it finished (at most two minutes) |
 //! | ReportDrift | re-applies each reported object at once through the table (an unlabelled object is still left alone); objects no source declares come back as `unknown` |
 //! | GetDeclared | the object as gitsync applies it (a Secret without `data` and `stringData`), with its source, file, commit and compare fields, for the webhook's drift prevention |
+//! | Preview | what a round would do with a revision or sent files ([`crate::controller::preview`]): each object's change, seeds/000 row and the fields an update changes (a Secret's by path only), and the guards that would stop it; writes nothing |
 //!
 //! Everything is read from the controllers' [`Registry`](crate::controller::Registry) except
 //! the live objects Explain and ReportDrift need, which are read from the API server.
@@ -19,13 +20,14 @@ use arbor_api::Condition;
 use arbor_api::keys::SourceRef;
 use arbor_policy::object::{GroupKind, GroupVersionKind, ObjectKey};
 use arbor_policy::sync::{
-    Action, CompareFields, DeclaredOnCluster, Row, Situation, UndeclaredOnCluster,
+    Action, CompareFields, DeclaredOnCluster, Difference, Row, Situation, UndeclaredOnCluster,
 };
 use arbor_proto::v1::sync_service_server::{SyncService, SyncServiceServer};
 use arbor_proto::v1::{self as proto, ManagedState};
 use tonic::{Request, Response, Status};
 
 use crate::apply::{ApplyError, Target};
+use crate::controller::preview::{self, Change, PreviewError};
 use crate::controller::registry::{ObjectRecord, ObjectState, SourceRecord};
 use crate::controller::{Context, identity};
 
@@ -280,6 +282,87 @@ fn reason(situation: &Situation, row: Row, hide_values: bool) -> String {
         _ => String::new(),
     };
     format!("[{}] {}.{detail}", row.id(), row.reason())
+}
+
+fn preview_change(change: Change) -> proto::PreviewChange {
+    match change {
+        Change::Create => proto::PreviewChange::Create,
+        Change::Update => proto::PreviewChange::Update,
+        Change::Delete => proto::PreviewChange::Delete,
+        Change::Unchanged => proto::PreviewChange::Unchanged,
+        Change::Unmanaged => proto::PreviewChange::Unmanaged,
+        Change::Ignored => proto::PreviewChange::Ignored,
+    }
+}
+
+/// The fields an update changes; a Secret's by path only.
+fn field_diffs(situation: &Situation, hide_values: bool) -> Vec<proto::FieldDiff> {
+    let Situation::ResourceDeclared(DeclaredOnCluster::Managed(comparison)) = situation else {
+        return Vec::new();
+    };
+    let json = |value: &serde_json::Value| {
+        if hide_values {
+            String::new()
+        } else {
+            value.to_string()
+        }
+    };
+    comparison
+        .differences
+        .iter()
+        .map(|difference| {
+            let (live, declared) = match difference {
+                Difference::Missing { declared, .. } => (String::new(), json(declared)),
+                Difference::Differs { declared, live, .. } => (json(live), json(declared)),
+                Difference::LengthDiffers { declared, live, .. } => {
+                    (format!("a list of {live}"), format!("a list of {declared}"))
+                }
+            };
+            proto::FieldDiff {
+                path: difference.path().to_string(),
+                live,
+                declared,
+            }
+        })
+        .collect()
+}
+
+fn preview_object(object: &preview::PreviewObject) -> proto::PlannedObject {
+    let hide = is_secret_kind(&object.key);
+    let (rule, reason, fields) = match &object.decided {
+        Some((situation, row)) => {
+            let mut reason = reason(situation, *row, hide);
+            if !object.message.is_empty() {
+                reason = format!("{reason} {}", object.message);
+            }
+            (
+                format!("seeds/000 row {}", row.number()),
+                reason,
+                field_diffs(situation, hide),
+            )
+        }
+        None => (String::new(), object.message.clone(), Vec::new()),
+    };
+    proto::PlannedObject {
+        object: Some(object_ref(&object.key, &object.version)),
+        change: preview_change(object.change).into(),
+        rule,
+        reason,
+        file: object.file.clone(),
+        fields,
+        held: object.held,
+    }
+}
+
+fn preview_status(error: PreviewError) -> Status {
+    match &error {
+        PreviewError::NotFound(_) => Status::not_found(error.to_string()),
+        PreviewError::InvalidSpec { .. } => Status::failed_precondition(error.to_string()),
+        PreviewError::InvalidRevision { .. }
+        | PreviewError::InvalidFile { .. }
+        | PreviewError::TooLarge { .. } => Status::invalid_argument(error.to_string()),
+        PreviewError::Controller(_) => Status::unavailable(error.to_string()),
+    }
 }
 
 fn timestamp(time: SystemTime) -> prost_types::Timestamp {
@@ -540,6 +623,49 @@ impl SyncService for SyncServiceImpl {
             file: record.file,
             commit,
             compare_fields: record.compare_fields,
+        }))
+    }
+
+    async fn preview(
+        &self,
+        request: Request<proto::PreviewRequest>,
+    ) -> Result<Response<proto::PreviewResponse>, Status> {
+        let request = request.into_inner();
+        let source = source_ref_from(request.source.as_ref())?
+            .ok_or_else(|| Status::invalid_argument("source is required"))?;
+        let target = match request.target {
+            None => preview::Target::Revision(String::new()),
+            Some(proto::preview_request::Target::Revision(revision)) => {
+                preview::Target::Revision(revision)
+            }
+            Some(proto::preview_request::Target::Files(files)) => preview::Target::Files(
+                files
+                    .files
+                    .into_iter()
+                    .map(|file| (file.path, file.content))
+                    .collect(),
+            ),
+        };
+        let answer = preview::preview(&self.ctx, &source, target)
+            .await
+            .map_err(preview_status)?;
+        Ok(Response::new(proto::PreviewResponse {
+            commit: answer.commit.unwrap_or_default(),
+            objects: answer.objects.iter().map(preview_object).collect(),
+            blocked_by: answer.blocked_by,
+            errors: answer
+                .errors
+                .iter()
+                .map(|error| proto::SourceError {
+                    code: error.code.as_str().to_owned(),
+                    file: error.path.clone(),
+                    object: error.object.clone().unwrap_or_default(),
+                    message: match error.line {
+                        Some(line) => format!("line {line}: {}", error.message),
+                        None => error.message.clone(),
+                    },
+                })
+                .collect(),
         }))
     }
 }

@@ -71,6 +71,12 @@ impl SyncService for FakeGitsync {
     ) -> Result<Response<TriggerSyncResponse>, Status> {
         Err(Status::unimplemented("fake"))
     }
+    async fn preview(
+        &self,
+        _: Request<arbor_proto::v1::PreviewRequest>,
+    ) -> Result<Response<arbor_proto::v1::PreviewResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
     async fn get_declared(
         &self,
         _: Request<GetDeclaredRequest>,

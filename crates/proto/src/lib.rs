@@ -5,7 +5,7 @@
 //!
 //! | service | served by | methods |
 //! |---|---|---|
-//! | `SyncService` | arbor-gitsync | GetStatus, ListManaged, Explain, TriggerSync, ReportDrift, GetDeclared |
+//! | `SyncService` | arbor-gitsync | GetStatus, ListManaged, Explain, TriggerSync, ReportDrift, GetDeclared, Preview |
 //! | `HierarchyService` | arbor-hierarchy | GetTree, GetNamespace, ExplainPropagation |
 //! | `ObserverService` | arbor-observer | ListApplications, GetObservation, WatchDrift (server stream) |
 //! | `PolicyService` | arbor-webhook | CheckOwnership, Review |

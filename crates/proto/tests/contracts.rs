@@ -44,6 +44,7 @@ fn descriptor_set_lists_every_method_path_of_the_design() {
         "/arbor.v1.SyncService/TriggerSync",
         "/arbor.v1.SyncService/ReportDrift",
         "/arbor.v1.SyncService/GetDeclared",
+        "/arbor.v1.SyncService/Preview",
         "/arbor.v1.HierarchyService/GetTree",
         "/arbor.v1.HierarchyService/GetNamespace",
         "/arbor.v1.HierarchyService/ExplainPropagation",

@@ -52,6 +52,12 @@ impl SyncService for ScriptedGitsync {
     ) -> Result<Response<proto::ReportDriftResponse>, Status> {
         Err(Status::unimplemented("not scripted"))
     }
+    async fn preview(
+        &self,
+        _: Request<arbor_proto::v1::PreviewRequest>,
+    ) -> Result<Response<arbor_proto::v1::PreviewResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
     async fn get_declared(
         &self,
         request: Request<proto::GetDeclaredRequest>,

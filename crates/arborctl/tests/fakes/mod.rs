@@ -294,6 +294,15 @@ impl SyncService for FakeSync {
         Err(Status::unimplemented("not used by arborctl"))
     }
 
+    async fn preview(
+        &self,
+        _: Request<arbor_proto::v1::PreviewRequest>,
+    ) -> Result<Response<arbor_proto::v1::PreviewResponse>, Status> {
+        Err(Status::unimplemented(
+            "answered by a running gitsync in the e2e tests",
+        ))
+    }
+
     async fn get_declared(
         &self,
         _: Request<GetDeclaredRequest>,
