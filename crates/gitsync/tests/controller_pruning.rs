@@ -160,6 +160,52 @@ async fn row_5_flat_source_deletes_the_last_object_of_a_kind_removed_from_git() 
     Ok(())
 }
 
+/// `spec.prune: false` (`arbor_policy::sync::round`'s `Prune::Disabled`): an object removed
+/// from git stays on the cluster, labelled, and the rest of the round applies.
+#[tokio::test]
+async fn prune_false_leaves_an_object_removed_from_git_on_the_cluster() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("settings.yaml", &configmap(None, "settings", "1"))?;
+    repo.write("other.yaml", &configmap(None, "other", "1"))?;
+    let first = repo.commit("two ConfigMaps")?;
+    let instance = cluster.instance(&GITTRACKS).await?;
+    let api: Api<GitTrack> = Api::namespaced(cluster.client.clone(), "foo");
+    api.create(
+        &Default::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "arbor.dev/v1alpha1", "kind": "GitTrack",
+            "metadata": {"name": "apps", "namespace": "foo"},
+            "spec": {"repository": repo.url(), "reference": {"branch": "main"},
+                     "layout": "Flat", "pollInterval": "1h", "prune": false},
+        }))?,
+    )
+    .await?;
+    let source = SourceRef::GitTrack {
+        namespace: "foo".into(),
+        name: "apps".into(),
+    };
+    cluster.synced(&instance, &source, &first).await?;
+
+    repo.remove("settings.yaml")?;
+    repo.write("other.yaml", &configmap(None, "other", "2"))?;
+    let second = repo.commit("remove settings, change other")?;
+    cluster.synced(&instance, &source, &second).await?;
+    let other = cluster.configmaps("foo").get("other").await?;
+    assert_eq!(other.data["data"]["value"], "2", "the round applied");
+    let settings = cluster.configmaps("foo").get("settings").await?;
+    assert_eq!(
+        labels(&settings)
+            .get("arbor.dev/managed")
+            .map(String::as_str),
+        Some("enabled"),
+        "left as it was, not deleted"
+    );
+    instance.stop().await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn deleting_a_source_orphans_by_default() -> anyhow::Result<()> {
     let cluster = Cluster::start().await?;

@@ -30,16 +30,20 @@
 //!
 //! | rule | unit test (here) | through the running controller |
 //! |---|---|---|
-//! | namespace-less objects land in the GitTrack's namespace | `namespace_less_objects_land_in_the_gittracks_namespace` | `controller_table.rs` (GitTrack cases) |
-//! | seeds/000 row 5: a tracked object removed from git is deleted | `row_5_a_tracked_object_no_longer_declared_is_deleted` | `controller_pruning.rs`: `row_5_flat_source_deletes_the_last_object_of_a_kind_removed_from_git` |
-//! | seeds/000 `secret-admin`: a labelled object nothing explains is swept (row 5) | `row_5_a_labelled_object_nothing_explains_is_swept` | `controller_safety.rs` (sweep cases), e2e `seed_000_examples_create_update_delete_only_what_carries_the_label` |
-//! | row 6: an unlabelled object is left alone, never swept | `row_6_an_unlabelled_object_is_left_and_reported_unmanaged` | e2e `arborctl_diff_*` |
-//! | another source's object is never swept | `an_object_another_source_annotates_is_never_swept` | `controller_pruning.rs` |
-//! | no deletion after a failed parse | `no_deletion_after_a_failed_parse` | `controller_safety.rs` |
-//! | `prune: false` deletes nothing | `prune_disabled_deletes_nothing` | `controller_pruning.rs` |
-//! | the mass-prune guard stops a round | `the_mass_prune_guard_blocks_the_round` | `controller_pruning.rs`: `mass_prune_guard_counts_every_round_of_the_window_across_a_restart` |
-//! | rows 1–4 for declared objects | `rows_1_to_4_decide_each_declared_object` | e2e `arborctl_diff_*` |
-//! | finalizer: the source's deletion decides, a hand-deleted declared object is recreated, another declaring source takes it, `Orphan` releases, otherwise the table (row 5 or 8) | `finalizer_*` | `controller_pruning.rs`, `controller_safety.rs` |
+//! | namespace-less objects land in the GitTrack's namespace | `namespace_less_objects_land_in_the_gittracks_namespace` | `controller_ownership.rs`: `gittrack_applies_only_its_namespace_and_lists_cluster_scoped_and_cross_namespace_objects_as_ignored`; e2e `e2e_diff.rs` (a flat GitTrack's files without namespaces) |
+//! | seeds/000 row 5: a tracked object removed from git is deleted | `row_5_a_tracked_object_no_longer_declared_is_deleted` | `controller_pruning.rs`: `row_5_flat_source_deletes_the_last_object_of_a_kind_removed_from_git`; `controller_table.rs`: `example_quota_viewer_is_created_then_removed_when_deleted_from_git` |
+//! | seeds/000 `secret-admin`: a labelled object nothing explains is swept (row 5) | `row_5_a_labelled_object_nothing_explains_is_swept` | `controller_table.rs`: `example_secret_admin_is_kept_until_labelled_then_deleted` |
+//! | row 6: an unlabelled object is left alone, never swept | `row_6_an_unlabelled_object_is_left_and_reported_unmanaged` | `controller_table.rs`: `example_pod_accountant_not_in_git_is_not_deleted_or_altered`; e2e `arborctl_diff_previews_create_update_delete_unmanaged_and_the_prune_guard` |
+//! | another source's object is never swept | `an_object_another_source_annotates_is_never_swept` | `controller_pruning.rs`: `pruning_or_deleting_one_source_keeps_an_object_another_declares` |
+//! | no deletion after a failed parse | `no_deletion_after_a_failed_parse` | `controller_safety.rs`: `a_commit_that_does_not_parse_keeps_the_last_good_state_and_deletes_nothing` |
+//! | `prune: false` deletes nothing | `prune_disabled_deletes_nothing` | `controller_pruning.rs`: `prune_false_leaves_an_object_removed_from_git_on_the_cluster` |
+//! | the mass-prune guard stops a round | `the_mass_prune_guard_blocks_the_round` | `controller_pruning.rs`: `mass_prune_guard_counts_every_round_of_the_window_across_a_restart`; `controller_safety.rs`: `a_round_that_deletes_every_namespace_is_blocked`; e2e `arborctl_diff_*` (the preview names the guard) |
+//! | rows 1–4 for declared objects | `rows_1_to_4_decide_each_declared_object` | `controller_table.rs`; e2e `arborctl_diff_previews_create_update_delete_unmanaged_and_the_prune_guard` |
+//! | finalizer: the source's deletion decides, a hand-deleted declared object is recreated, another declaring source takes it, `Orphan` releases, otherwise the table (row 5 or 8) | `finalizer_*` | `controller_pruning.rs`: `deleting_a_source_orphans_by_default`, `pruning_or_deleting_one_source_keeps_an_object_another_declares`; `controller_table.rs`: `row_8_object_whose_sync_is_removed_is_left_on_the_cluster`; `controller_safety.rs`: `deletion_policy_orphan_leaves_every_object_when_the_source_is_deleted` |
+//!
+//! A round decides its declared objects one by one as it writes them (their live objects are
+//! read again after CustomResourceDefinitions and Namespaces are applied), with the same table
+//! ([`decide`]); a preview decides them all in the plan ([`RoundInput::declared`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
