@@ -133,4 +133,23 @@ async fn grpc_methods_allow_only_the_identities_that_need_them() {
         "{}",
         refused.message()
     );
+
+    // Preview (`arborctl diff`) is an operator method: the observer may not call it; the
+    // operator may (the source does not exist).
+    let preview = || arbor_proto::v1::PreviewRequest {
+        source: trigger().source,
+        target: None,
+    };
+    let refused = sync_client(&address, &observer)
+        .await
+        .preview(preview())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    let answer = sync_client(&address, &operator)
+        .await
+        .preview(preview())
+        .await
+        .unwrap_err();
+    assert_eq!(answer.code(), tonic::Code::NotFound, "{answer:?}");
 }
