@@ -15,8 +15,11 @@
 //!    served), then everything else. Each object gets its GitTrackObject or
 //!    ClusterGitTrackObject (owned by the source, carrying the gitsync finalizer), then the
 //!    action table of seeds/000 decides, through [`crate::apply::Applier`];
-//! 5. prune: tracking objects whose declaration is gone are deleted; their finalizer
-//!    ([`tracking`]) applies the table (delete only what carries the management label, and
+//! 5. prune, as [`round::plan`](arbor_policy::sync::round::plan) decides before anything is
+//!    applied (what to delete and sweep, and whether a failed parse, `prune: false` or the
+//!    guard stops it): tracking objects whose declaration is gone are deleted; their finalizer
+//!    ([`tracking`], deciding with [`finalize`](arbor_policy::sync::round::finalize)) applies
+//!    the table (delete only what carries the management label, and
 //!    nothing another source declares). Labelled objects of declared kinds that no declaration
 //!    and no tracking object explains (seeds/000's `secret-admin`) are deleted by the table
 //!    directly. The prune guard
@@ -32,6 +35,10 @@
 //! is not applied, and the source reports it ([`claim`](arbor_policy::sync::prune::claim)).
 //! Deleting a source is [`deletion`]: its finalizer holds it until its inventory is disposed of
 //! as [`plan_deletion`](arbor_policy::sync::prune::plan_deletion) says.
+//!
+//! A preview ([`preview`], `SyncService.Preview`, `arborctl diff`) observes what a round
+//! observes and asks the same plan about a revision or sent files, deciding every declared
+//! object; it writes nothing.
 //!
 //! A round that finds the same commit as the last one, within `--resync-period` of the last full
 //! comparison and without a request (`TriggerSync`, `ReportDrift`), does nothing but the fetch.
