@@ -106,6 +106,7 @@ fn resolve(
                 .version(&target.version)
                 .is_some_and(|version| version.scale.is_some()) => {}
         Some("finalize") if kind.kind == "Namespace" && kind.id.group.is_empty() => {}
+        Some(subresource) if kind.field_subresource(subresource).is_some() => {}
         Some(_) => return Err(ApiError::no_such_route()),
     }
     if target.subresource.is_some() && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
@@ -295,6 +296,46 @@ fn writer(context: &RequestContext, kind: &ResourceKind) -> Writer {
         subresource: context.target.subresource.clone(),
         force: context.query.flag("force"),
     }
+}
+
+/// The kind whose storage keeps `kind`'s objects, and `object` in that storage's shape: a
+/// view's body is converted (see [`crate::registry::view`]), any other kind's is its own.
+fn stored(
+    state: &crate::state::State,
+    kind: &Arc<ResourceKind>,
+    object: Value,
+) -> (Arc<ResourceKind>, Value) {
+    let Some(view) = &kind.view else {
+        return (kind.clone(), object);
+    };
+    let storage = state
+        .registry
+        .get(&view.storage)
+        .cloned()
+        .expect("a view's storage is a built-in kind");
+    let mut object = view.to_storage(object);
+    if let Some(map) = object.as_object_mut() {
+        map.insert(
+            "apiVersion".into(),
+            Value::from(storage.storage_api_version()),
+        );
+        map.insert("kind".into(), Value::from(storage.kind.clone()));
+    }
+    (storage, object)
+}
+
+/// A response carrying one object in the version and the representation the request asked
+/// for: a write answered to a metadata client (`as=PartialObjectMetadata`) is metadata too.
+fn object_response(
+    code: u16,
+    context: &RequestContext,
+    kind: &ResourceKind,
+    object: &Value,
+) -> Response<Body> {
+    crate::api::json_response(
+        code,
+        &crate::present::object(kind, &context.target.version, presentation(context), object),
+    )
 }
 
 fn presentation(context: &RequestContext) -> Presentation {

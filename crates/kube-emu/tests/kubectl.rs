@@ -635,3 +635,66 @@ fn kubectl_create_role_and_bindings_send_protobuf_the_server_reads() {
     );
     assert_eq!(subject, "Group/team watcher");
 }
+
+#[test]
+fn kubectl_sees_the_kubernetes_service_api_services_and_events_of_either_api() {
+    let server = start_server();
+    let service = kubectl(
+        &server,
+        &[
+            "get",
+            "service",
+            "kubernetes",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    );
+    assert_eq!(service, "10.96.0.1");
+    let api_services = kubectl(&server, &["get", "apiservices", "-o", "name"]);
+    assert!(
+        api_services.contains("apiservice.apiregistration.k8s.io/v1.apps\n"),
+        "{api_services}"
+    );
+
+    // An Event written through events.k8s.io/v1 is what `kubectl get events` lists.
+    kubectl_with_input(
+        &server,
+        &["create", "-f", "-"],
+        Some(
+            r#"
+apiVersion: events.k8s.io/v1
+kind: Event
+metadata: {name: web.1, namespace: default}
+eventTime: "2026-01-01T00:00:00.000000Z"
+regarding: {apiVersion: v1, kind: Pod, name: web, namespace: default}
+note: pulled the image of web
+reason: Pulled
+type: Normal
+action: Pull
+reportingController: example.com/puller
+reportingInstance: puller-1
+"#,
+        ),
+    );
+    let listed = kubectl(&server, &["get", "events", "-n", "default", "-o", "name"]);
+    assert_eq!(listed, "event/web.1\n");
+    let core = kubectl(
+        &server,
+        &[
+            "get",
+            "events.v1.",
+            "web.1",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.apiVersion} {.message} {.involvedObject.name}",
+        ],
+    );
+    assert_eq!(core, "v1 pulled the image of web web");
+    let table = kubectl(&server, &["get", "events", "-n", "default"]);
+    assert!(table.contains("Pulled"), "{table}");
+    assert!(table.contains("pod/web"), "{table}");
+    assert!(table.contains("pulled the image of web"), "{table}");
+}
