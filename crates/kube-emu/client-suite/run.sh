@@ -91,6 +91,8 @@ for crate in kube kube-client kube-runtime; do
   archive=$(find "$cargo_home/registry/cache" -name "$crate-$version.crate" -print -quit)
   [ -n "$archive" ] || { echo "client-suite: $crate-$version.crate not in $cargo_home/registry/cache" >&2; exit 2; }
   tar -xzf "$archive" -C "$sources"
+  # Its own workspace root: target/client-suite lies inside Arbor's workspace directory.
+  printf '\n[workspace]\n' >>"$dir/Cargo.toml"
   case $crate in
     kube-client) restore_kube_dev_dependency "$dir" "$crate" '"derive", "client", "ws"' ;;
     kube-runtime) restore_kube_dev_dependency "$dir" "$crate" '"derive", "client", "runtime"' ;;

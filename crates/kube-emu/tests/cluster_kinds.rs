@@ -220,3 +220,29 @@ async fn a_certificate_signing_request_is_approved_through_its_approval_subresou
         Some(vec!["client auth".to_owned()])
     );
 }
+
+#[tokio::test]
+async fn built_in_kinds_are_described_in_openapi_v3() {
+    let (_emu, client) = start().await;
+    let (status, index) = get(&client, "/openapi/v3").await;
+    assert_eq!(status, 200);
+    let apps = index["paths"]["apis/apps/v1"]["serverRelativeURL"]
+        .as_str()
+        .expect("apps/v1 is listed");
+    let (status, document) = get(&client, apps).await;
+    assert_eq!(status, 200);
+    let schemas = &document["components"]["schemas"];
+    let deployment = &schemas["io.k8s.api.apps.v1.Deployment"];
+    assert_eq!(
+        deployment["x-kubernetes-group-version-kind"],
+        json!([{"group": "apps", "version": "v1", "kind": "Deployment"}])
+    );
+    assert!(
+        schemas["io.k8s.api.apps.v1.DeploymentSpec"]["properties"]["replicas"]["description"]
+            .as_str()
+            .is_some_and(|text| text.contains("desired pods")),
+        "{}",
+        schemas["io.k8s.api.apps.v1.DeploymentSpec"]
+    );
+    assert!(schemas["io.k8s.api.core.v1.PodTemplateSpec"].is_object());
+}

@@ -698,3 +698,23 @@ reportingInstance: puller-1
     assert!(table.contains("pod/web"), "{table}");
     assert!(table.contains("pulled the image of web"), "{table}");
 }
+
+#[test]
+fn kubectl_explain_describes_built_in_kinds() {
+    let server = start_server();
+    let spec = kubectl(&server, &["explain", "deployment.spec"]);
+    assert!(spec.contains("KIND:       Deployment"), "{spec}");
+    assert!(spec.contains("FIELD: spec <DeploymentSpec>"), "{spec}");
+    assert!(spec.contains("replicas\t<integer>"), "{spec}");
+    let image = kubectl(&server, &["explain", "pod.spec.containers.image"]);
+    assert!(image.contains("Container image name."), "{image}");
+    let note = kubectl(
+        &server,
+        &["explain", "events.note", "--api-version=events.k8s.io/v1"],
+    );
+    assert!(note.contains("GROUP:      events.k8s.io"), "{note}");
+    // The custom kinds' schemas are still there beside them.
+    kubectl_with_input(&server, &["apply", "-f", "-"], Some(WIDGET_CRD));
+    let widget = kubectl(&server, &["explain", "widgets"]);
+    assert!(widget.contains("KIND:       Widget"), "{widget}");
+}
