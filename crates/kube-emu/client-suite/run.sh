@@ -114,7 +114,13 @@ if [ -z "$emu_bin" ]; then
   "$cargo" build -q -p arbor-kube-emu --bin arbor-kube-emu --manifest-path "$repo/Cargo.toml"
   emu_bin="${CARGO_TARGET_DIR:-$repo/target}/debug/arbor-kube-emu"
 fi
-"$emu_bin" --tls --kubeconfig-out "$work/kubeconfig" >"$work/emu.out" 2>"$work/emu.log" &
+# As a real cluster: TLS, and RBAC with kube's bootstrap policy (cluster-admin, ...) where the
+# binary has it (`--authorization rbac`); the kubeconfig's user is the emulator's admin.
+emu_args=(--tls)
+if "$emu_bin" --help 2>/dev/null | grep -q -- '--authorization'; then
+  emu_args+=(--authorization rbac)
+fi
+"$emu_bin" "${emu_args[@]}" --kubeconfig-out "$work/kubeconfig" >"$work/emu.out" 2>"$work/emu.log" &
 emu_pid=$!
 for _ in $(seq 1 100); do
   grep -q '^listening on ' "$work/emu.out" 2>/dev/null && break
@@ -122,7 +128,7 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 grep -q '^listening on ' "$work/emu.out" || { echo "client-suite: the emulator did not start" >&2; exit 2; }
-echo "client-suite: emulator $emu_bin at $(sed 's/^listening on //' "$work/emu.out")"
+echo "client-suite: emulator $emu_bin ${emu_args[*]} at $(sed 's/^listening on //' "$work/emu.out")"
 
 # 3. The suites, one test at a time: the cluster tests share the `default` namespace.
 skip_args=()
