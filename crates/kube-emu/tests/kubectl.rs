@@ -718,3 +718,109 @@ fn kubectl_explain_describes_built_in_kinds() {
     let widget = kubectl(&server, &["explain", "widgets"]);
     assert!(widget.contains("KIND:       Widget"), "{widget}");
 }
+
+#[test]
+fn kubectl_create_deployment_service_job_and_cronjob_send_protobuf_the_server_reads() {
+    let server = start_server();
+    kubectl(
+        &server,
+        &[
+            "create",
+            "deployment",
+            "nginx",
+            "--image=nginx:1.27",
+            "--port=80",
+            "--replicas=2",
+        ],
+    );
+    kubectl(
+        &server,
+        &[
+            "create",
+            "deployment",
+            "idle",
+            "--image=busybox",
+            "--replicas=0",
+            "--",
+            "sleep",
+            "10",
+        ],
+    );
+    kubectl(
+        &server,
+        &["create", "service", "clusterip", "web", "--tcp=80:8080"],
+    );
+    kubectl(
+        &server,
+        &[
+            "create",
+            "job",
+            "once",
+            "--image=busybox",
+            "--",
+            "echo",
+            "hi",
+        ],
+    );
+    kubectl(
+        &server,
+        &[
+            "create",
+            "cronjob",
+            "tick",
+            "--image=busybox",
+            "--schedule=*/5 * * * *",
+        ],
+    );
+    let deployment = kubectl(
+        &server,
+        &[
+            "get",
+            "deployment",
+            "nginx",
+            "-o",
+            "jsonpath={.spec.replicas} {.spec.selector.matchLabels.app} {.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].ports[0].containerPort} {.spec.strategy.type}",
+        ],
+    );
+    assert_eq!(deployment, "2 nginx nginx:1.27 80 RollingUpdate");
+    // An explicit zero of a pointer field is the client's value, not a default.
+    let idle = kubectl(
+        &server,
+        &[
+            "get",
+            "deployment",
+            "idle",
+            "-o",
+            "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].command}",
+        ],
+    );
+    assert_eq!(idle, r#"0 ["sleep","10"]"#);
+    let service = kubectl(
+        &server,
+        &[
+            "get",
+            "service",
+            "web",
+            "-o",
+            "jsonpath={.spec.ports[0].port}:{.spec.ports[0].targetPort}",
+        ],
+    );
+    assert_eq!(service, "80:8080");
+    let job = kubectl(
+        &server,
+        &[
+            "get",
+            "job",
+            "once",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].command}",
+        ],
+    );
+    assert_eq!(job, r#"["echo","hi"]"#);
+    let cron = kubectl(
+        &server,
+        &["get", "cronjob", "tick", "-o", "jsonpath={.spec.schedule}"],
+    );
+    assert_eq!(cron, "*/5 * * * *");
+    kubectl(&server, &["scale", "deployment", "nginx", "--replicas=3"]);
+}
