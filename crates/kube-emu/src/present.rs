@@ -52,7 +52,7 @@ impl Presentation {
 /// The stored object as the requested version of its kind.
 pub fn in_version(kind: &ResourceKind, version: &str, object: &Value) -> Value {
     let object = match &kind.view {
-        Some(view) => view.from_storage(object.clone()),
+        Some(view) => view.to_view(object.clone()),
         None => object.clone(),
     };
     let Value::Object(fields) = object else {

@@ -83,7 +83,7 @@ impl StorageView {
     }
 
     /// A stored object in the view's shape (apiVersion and kind are the caller's).
-    pub fn from_storage(&self, mut object: Value) -> Value {
+    pub fn to_view(&self, mut object: Value) -> Value {
         match self.conversion {
             Conversion::Events => rename(
                 &mut object,
@@ -150,7 +150,7 @@ mod tests {
         assert_eq!(stored["firstTimestamp"], "2026-01-01T00:00:00Z");
         assert_eq!(stored["series"]["count"], 2);
         assert!(stored.get("note").is_none() && stored.get("regarding").is_none());
-        assert_eq!(events().from_storage(stored), view);
+        assert_eq!(events().to_view(stored), view);
     }
 
     #[test]
