@@ -36,7 +36,6 @@ kubelet_tests=(
 # Left out for other reasons; the kubelet-debug tests are not even built (feature off).
 other_skips=(
   "event_recorder_attaches_events_without_namespace|reads ComponentStatus \"scheduler\": kube-apiserver probes a real scheduler; the emulator has none to report"
-  "create_token_request|TokenRequest and TokenReview: the emulator does not issue service-account tokens (its identities come from --token-file)"
 )
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/arbor-client-suite.XXXXXX")

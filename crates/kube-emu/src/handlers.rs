@@ -6,6 +6,7 @@ mod patch;
 mod read;
 mod review;
 mod scale;
+mod token;
 mod watch;
 mod write;
 
@@ -60,6 +61,8 @@ impl Verb {
             (&Method::GET, true) => Verb::Get,
             (&Method::GET, false) => Verb::List,
             (&Method::POST, false) => Verb::Create,
+            // A create subresource: `serviceaccounts/<name>/token`.
+            (&Method::POST, true) if context.target.subresource.is_some() => Verb::Create,
             (&Method::PUT, true) => Verb::Update,
             (&Method::PATCH, true) => Verb::Patch,
             (&Method::DELETE, true) => Verb::Delete,
@@ -107,9 +110,17 @@ fn resolve(
                 .is_some_and(|version| version.scale.is_some()) => {}
         Some("finalize") if kind.kind == "Namespace" && kind.id.group.is_empty() => {}
         Some(subresource) if kind.field_subresource(subresource).is_some() => {}
+        Some("token") if kind.kind == "ServiceAccount" && kind.id.group.is_empty() => {
+            if verb != Verb::Create {
+                return Err(ApiError::method_not_allowed());
+            }
+        }
         Some(_) => return Err(ApiError::no_such_route()),
     }
-    if target.subresource.is_some() && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
+    if target.subresource.is_some()
+        && target.subresource.as_deref() != Some("token")
+        && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch)
+    {
         return Err(ApiError::method_not_allowed());
     }
     if !kind.allows(verb.as_str()) {
@@ -210,6 +221,9 @@ async fn run(
     if let Some(refusal) = injected_fault(shared, context, verb).await {
         return Ok(refusal);
     }
+    if context.target.subresource.as_deref() == Some("token") {
+        return token::token_request(shared, context);
+    }
     if context.target.subresource.as_deref() == Some("scale") {
         return match verb {
             Verb::Get => scale::get(shared, context, kind),
@@ -225,6 +239,7 @@ async fn run(
         Verb::Create if kind.kind == "SelfSubjectAccessReview" => {
             review::self_subject_access_review(shared, context)
         }
+        Verb::Create if kind.kind == "TokenReview" => token::token_review(shared, context),
         Verb::Create => write::create(shared, context, kind).await,
         Verb::Update => write::update(shared, context, kind).await,
         Verb::Patch => patch::patch(shared, context, kind).await,

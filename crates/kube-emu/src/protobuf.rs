@@ -1,6 +1,6 @@
 //! Request bodies in Kubernetes' protobuf encoding, for the kinds `kubectl create configmap |
 //! secret | namespace | serviceaccount | role | clusterrole | rolebinding | clusterrolebinding |
-//! deployment | service <type> | job | cronjob` and `kubectl auth can-i` send that way
+//! deployment | service <type> | job | cronjob | token` and `kubectl auth can-i` send that way
 //! (client-go's typed clients prefer protobuf and do not fall back to JSON). The envelope is
 //! the magic `k8s\0` followed by a `runtime.Unknown` whose `raw` field holds the object; the
 //! object is decoded to the same JSON a JSON client would have sent, using the field numbers of
@@ -402,6 +402,29 @@ const SERVICE: &[Field] = &[
     field(2, "spec", FieldType::Message(SERVICE_SPEC)),
 ];
 
+const BOUND_OBJECT_REFERENCE: &[Field] = &[
+    field(1, "kind", FieldType::Text),
+    field(2, "apiVersion", FieldType::Text),
+    field(3, "name", FieldType::Text),
+    field(4, "uid", FieldType::Text),
+];
+
+const TOKEN_REQUEST_SPEC: &[Field] = &[
+    repeated(1, "audiences", FieldType::Text),
+    field(
+        3,
+        "boundObjectRef",
+        FieldType::Message(BOUND_OBJECT_REFERENCE),
+    ),
+    pointer(4, "expirationSeconds", FieldType::Integer),
+];
+
+/// What `kubectl create token` sends to `serviceaccounts/<name>/token`.
+const TOKEN_REQUEST: &[Field] = &[
+    field(1, "metadata", FieldType::Message(OBJECT_META)),
+    field(2, "spec", FieldType::Message(TOKEN_REQUEST_SPEC)),
+];
+
 const TYPE_META: &[Field] = &[
     field(1, "apiVersion", FieldType::Text),
     field(2, "kind", FieldType::Text),
@@ -427,6 +450,7 @@ fn schema_for(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("batch/v1", "Job") => Some(JOB),
         ("batch/v1", "CronJob") => Some(CRON_JOB),
         ("v1", "Service") => Some(SERVICE),
+        ("authentication.k8s.io/v1", "TokenRequest") => Some(TOKEN_REQUEST),
         _ => None,
     }
 }
@@ -674,7 +698,7 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
         .and_then(Value::as_str)
         .unwrap_or_default();
     let schema = schema_for(api_version, kind)
-        .ok_or_else(|| format!("protobuf bodies are understood for v1 ConfigMap, Secret, Namespace, ServiceAccount, Service, apps/v1 Deployment, batch/v1 Job and CronJob, RBAC roles and bindings and SelfSubjectAccessReview only, not {api_version} {kind}; send JSON"))?;
+        .ok_or_else(|| format!("protobuf bodies are understood for v1 ConfigMap, Secret, Namespace, ServiceAccount, Service, apps/v1 Deployment, batch/v1 Job and CronJob, RBAC roles and bindings, TokenRequest and SelfSubjectAccessReview only, not {api_version} {kind}; send JSON"))?;
     let raw = unknown
         .get("raw")
         .and_then(Value::as_str)

@@ -246,3 +246,85 @@ async fn built_in_kinds_are_described_in_openapi_v3() {
     );
     assert!(schemas["io.k8s.api.core.v1.PodTemplateSpec"].is_object());
 }
+
+#[tokio::test]
+async fn a_token_request_issues_a_service_account_token_a_token_review_recognizes() {
+    use k8s_openapi::api::authentication::v1::{
+        TokenRequest, TokenRequestSpec, TokenReview, TokenReviewSpec,
+    };
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let (_emu, client) = start().await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            audiences: Some(vec!["api".to_owned()]),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    let missing = accounts
+        .create_token_request("robot", &PostParams::default(), &request)
+        .await
+        .expect_err("no such service account");
+    assert!(
+        missing
+            .to_string()
+            .contains("serviceaccounts \"robot\" not found"),
+        "{missing}"
+    );
+    create(
+        &accounts,
+        &from_json(json!({"metadata": {"name": "robot"}})),
+    )
+    .await;
+    let issued = accounts
+        .create_token_request("robot", &PostParams::default(), &request)
+        .await
+        .expect("a token");
+    let token = issued
+        .status
+        .and_then(|status| status.token)
+        .expect("a token");
+    assert!(!token.is_empty());
+
+    let reviews: Api<TokenReview> = Api::all(client.clone());
+    let review = |token: &str, audiences: &[&str]| TokenReview {
+        spec: TokenReviewSpec {
+            token: token.to_owned(),
+            audiences: Some(audiences.iter().map(|a| (*a).to_owned()).collect()),
+        },
+        ..TokenReview::default()
+    };
+    let reviewed = reviews
+        .create(&PostParams::default(), &review(&token, &["api"]))
+        .await
+        .expect("reviewed")
+        .status
+        .expect("status");
+    assert_eq!(reviewed.authenticated, Some(true));
+    assert_eq!(reviewed.audiences, Some(vec!["api".to_owned()]));
+    assert_eq!(
+        reviewed.user.and_then(|user| user.username).as_deref(),
+        Some("system:serviceaccount:default:robot")
+    );
+    // Another audience, or a token nobody issued, is not authenticated.
+    for (token, audience) in [(token.as_str(), "vault"), ("forged", "api")] {
+        let status = reviews
+            .create(&PostParams::default(), &review(token, &[audience]))
+            .await
+            .expect("reviewed")
+            .status
+            .expect("status");
+        assert_eq!(status.authenticated, Some(false), "{token} for {audience}");
+    }
+    // The token is a bearer token of this server: it authenticates as the service account.
+    let as_robot = support::client_as(&_emu, &token).await;
+    let (status, body) = support::post(
+        &as_robot,
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+               "spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+}

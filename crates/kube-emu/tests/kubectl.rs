@@ -824,3 +824,21 @@ fn kubectl_create_deployment_service_job_and_cronjob_send_protobuf_the_server_re
     assert_eq!(cron, "*/5 * * * *");
     kubectl(&server, &["scale", "deployment", "nginx", "--replicas=3"]);
 }
+
+#[test]
+fn kubectl_create_token_issues_a_token_the_server_accepts() {
+    let server = start_server();
+    kubectl(&server, &["create", "serviceaccount", "robot"]);
+    let token = kubectl(&server, &["create", "token", "robot", "--duration=1h"]);
+    let token = token.trim();
+    assert!(!token.is_empty());
+    // The server requires known tokens (a token file): the issued one is known.
+    let output = run_kubectl(&server, &["--token", token, "get", "configmaps"], None);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let refused = run_kubectl(&server, &["--token", "forged", "get", "configmaps"], None);
+    assert!(!refused.status.success());
+}
