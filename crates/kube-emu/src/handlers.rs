@@ -110,10 +110,12 @@ fn resolve(
                 .is_some_and(|version| version.scale.is_some()) => {}
         Some("finalize") if kind.kind == "Namespace" && kind.id.group.is_empty() => {}
         Some(subresource) if kind.field_subresource(subresource).is_some() => {}
+        Some("token")
+            if kind.kind == "ServiceAccount"
+                && kind.id.group.is_empty()
+                && verb == Verb::Create => {}
         Some("token") if kind.kind == "ServiceAccount" && kind.id.group.is_empty() => {
-            if verb != Verb::Create {
-                return Err(ApiError::method_not_allowed());
-            }
+            return Err(ApiError::method_not_allowed());
         }
         Some(_) => return Err(ApiError::no_such_route()),
     }
