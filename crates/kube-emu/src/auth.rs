@@ -163,6 +163,9 @@ pub struct Authenticator {
     /// Whether a request needs a known token (a token file was given).
     required: bool,
     tokens: RwLock<HashMap<String, Identity>>,
+    /// The audiences of tokens issued through TokenRequest; other tokens have none recorded
+    /// and are valid for the server's own audience.
+    audiences: RwLock<HashMap<String, Vec<String>>>,
 }
 
 impl Authenticator {
@@ -176,7 +179,36 @@ impl Authenticator {
                     .map(|token| (token.token, token.identity))
                     .collect(),
             ),
+            audiences: RwLock::default(),
         }
+    }
+
+    /// Issues a token for `identity` bound to `audiences`, as a TokenRequest does.
+    pub fn issue_for_audiences(&self, identity: Identity, audiences: Vec<String>) -> String {
+        let token = self.issue(identity);
+        self.audiences
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(token.clone(), audiences);
+        token
+    }
+
+    /// A TokenReview's view of `token`: who it is and the audiences it was issued for
+    /// (`None` for a token with no recorded audiences); `None` for a token nobody issued.
+    pub fn review(&self, token: &str) -> Option<(Identity, Option<Vec<String>>)> {
+        let identity = self
+            .tokens
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(token)
+            .cloned()?;
+        let audiences = self
+            .audiences
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(token)
+            .cloned();
+        Some((identity, audiences))
     }
 
     /// Adds a fresh random token for `identity` and returns it.

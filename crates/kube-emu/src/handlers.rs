@@ -6,6 +6,7 @@ mod patch;
 mod read;
 mod review;
 mod scale;
+mod token;
 mod watch;
 mod write;
 
@@ -60,6 +61,8 @@ impl Verb {
             (&Method::GET, true) => Verb::Get,
             (&Method::GET, false) => Verb::List,
             (&Method::POST, false) => Verb::Create,
+            // A create subresource: `serviceaccounts/<name>/token`.
+            (&Method::POST, true) if context.target.subresource.is_some() => Verb::Create,
             (&Method::PUT, true) => Verb::Update,
             (&Method::PATCH, true) => Verb::Patch,
             (&Method::DELETE, true) => Verb::Delete,
@@ -106,9 +109,20 @@ fn resolve(
                 .version(&target.version)
                 .is_some_and(|version| version.scale.is_some()) => {}
         Some("finalize") if kind.kind == "Namespace" && kind.id.group.is_empty() => {}
+        Some(subresource) if kind.field_subresource(subresource).is_some() => {}
+        Some("token")
+            if kind.kind == "ServiceAccount"
+                && kind.id.group.is_empty()
+                && verb == Verb::Create => {}
+        Some("token") if kind.kind == "ServiceAccount" && kind.id.group.is_empty() => {
+            return Err(ApiError::method_not_allowed());
+        }
         Some(_) => return Err(ApiError::no_such_route()),
     }
-    if target.subresource.is_some() && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
+    if target.subresource.is_some()
+        && target.subresource.as_deref() != Some("token")
+        && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch)
+    {
         return Err(ApiError::method_not_allowed());
     }
     if !kind.allows(verb.as_str()) {
@@ -209,6 +223,9 @@ async fn run(
     if let Some(refusal) = injected_fault(shared, context, verb).await {
         return Ok(refusal);
     }
+    if context.target.subresource.as_deref() == Some("token") {
+        return token::token_request(shared, context);
+    }
     if context.target.subresource.as_deref() == Some("scale") {
         return match verb {
             Verb::Get => scale::get(shared, context, kind),
@@ -224,6 +241,7 @@ async fn run(
         Verb::Create if kind.kind == "SelfSubjectAccessReview" => {
             review::self_subject_access_review(shared, context)
         }
+        Verb::Create if kind.kind == "TokenReview" => token::token_review(shared, context),
         Verb::Create => write::create(shared, context, kind).await,
         Verb::Update => write::update(shared, context, kind).await,
         Verb::Patch => patch::patch(shared, context, kind).await,
@@ -295,6 +313,46 @@ fn writer(context: &RequestContext, kind: &ResourceKind) -> Writer {
         subresource: context.target.subresource.clone(),
         force: context.query.flag("force"),
     }
+}
+
+/// The kind whose storage keeps `kind`'s objects, and `object` in that storage's shape: a
+/// view's body is converted (see [`crate::registry::view`]), any other kind's is its own.
+fn stored(
+    state: &crate::state::State,
+    kind: &Arc<ResourceKind>,
+    object: Value,
+) -> (Arc<ResourceKind>, Value) {
+    let Some(view) = &kind.view else {
+        return (kind.clone(), object);
+    };
+    let storage = state
+        .registry
+        .get(&view.storage)
+        .cloned()
+        .expect("a view's storage is a built-in kind");
+    let mut object = view.to_storage(object);
+    if let Some(map) = object.as_object_mut() {
+        map.insert(
+            "apiVersion".into(),
+            Value::from(storage.storage_api_version()),
+        );
+        map.insert("kind".into(), Value::from(storage.kind.clone()));
+    }
+    (storage, object)
+}
+
+/// A response carrying one object in the version and the representation the request asked
+/// for: a write answered to a metadata client (`as=PartialObjectMetadata`) is metadata too.
+fn object_response(
+    code: u16,
+    context: &RequestContext,
+    kind: &ResourceKind,
+    object: &Value,
+) -> Response<Body> {
+    crate::api::json_response(
+        code,
+        &crate::present::object(kind, &context.target.version, presentation(context), object),
+    )
 }
 
 fn presentation(context: &RequestContext) -> Presentation {

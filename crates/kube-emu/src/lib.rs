@@ -31,7 +31,12 @@
 //! unknown fields warn or refuse; built-in kinds get the defaults, size limits and immutable
 //! fields of kube-apiserver's registry strategies (`strategy`) and the label and annotation
 //! rules of `validation`. Tables for kubectl evaluate printer columns with Kubernetes JSONPath
-//! (`jsonpath`). Every
+//! (`jsonpath`). A kind can be a view of another kind's storage (`registry::view`): Events of
+//! `events.k8s.io/v1` are the core `v1` Events, converted field by field on the way in and out,
+//! as in kube-apiserver. Besides `/status` and `/scale`, a few subresources write one field of
+//! their object (`pods/ephemeralcontainers`, `certificatesigningrequests/approval`). The server
+//! starts with what kube-apiserver keeps in every cluster: the namespaces, the `kubernetes`
+//! Service and the local APIServices. Every
 //! resource request is recorded ([`accounting`]). Patches and server-side apply are computed by
 //! [`patch`]. The emulator's own endpoints live under `/__emu/` (faults and the request report,
 //! see the `admin` module's docs).
@@ -92,6 +97,12 @@
 //! cluster DNS: `KubeEmu::builder().service_address("arbor-system", "arbor-webhook", 443, addr)`.
 //!
 //! The binary `arbor-kube-emu` does the same from the command line (see [`cli`]).
+//!
+//! ## Measured against a suite written elsewhere
+//!
+//! `make client-suite` (`client-suite/run.sh`) runs the published `kube`, `kube-client` and
+//! `kube-runtime` crates' own cluster tests against the binary; the script lists the tests it
+//! leaves out and why (those that need a kubelet).
 
 pub mod accounting;
 mod admin;

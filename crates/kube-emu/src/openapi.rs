@@ -3,10 +3,13 @@
 //! `x-kubernetes-group-version-kind` / `x-kubernetes-action` extensions and the PATCH query
 //! parameters. kubectl reads this to learn that the server validates fields itself
 //! (`fieldValidation`), so `kubectl apply` needs no client-side schema. The schemas of custom
-//! kinds are published as components (what `kubectl explain gittrack.spec` reads); built-in
-//! kinds have none (this server carries no copy of Kubernetes' own OpenAPI). `/openapi/v2` is
-//! not served, which kubectl tolerates: with v2 schemas kubectl would send strategic merge
-//! patches to custom resources, which no API server accepts.
+//! kinds (from their CRDs) and of built-in kinds (from k8s-openapi, see `builtin`) are
+//! published as components, which is what `kubectl explain gittrack.spec` and `kubectl explain
+//! deployment.spec` read. `/openapi/v2` is not served, which kubectl tolerates: with v2
+//! schemas kubectl would send strategic merge patches to custom resources, which no API server
+//! accepts.
+
+mod builtin;
 
 use axum::body::Body;
 use http::Response;
@@ -64,7 +67,9 @@ fn index(registry: &Registry) -> Value {
     for (group, versions) in registry.groups() {
         for version in versions {
             let path = group_version_path(&group, &version);
-            if let Some(document) = group_version_document(registry, &path) {
+            // The built-in schemas never change while the server runs: the hash covers the
+            // rest (paths and CRD schemas), which spares hashing megabytes per kubectl call.
+            if let Some(document) = group_version_document_with(registry, &path, false) {
                 paths.insert(
                     path.clone(),
                     json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={}", fingerprint(&document))}),
@@ -135,9 +140,20 @@ fn component_schema(kind: &ResourceKind, version: &str) -> Option<Value> {
 }
 
 fn group_version_document(registry: &Registry, path: &str) -> Option<Value> {
+    group_version_document_with(registry, path, true)
+}
+
+fn group_version_document_with(
+    registry: &Registry,
+    path: &str,
+    with_builtin_schemas: bool,
+) -> Option<Value> {
     let (group, version) = split_group_version(path)?;
     let mut paths = Map::new();
-    let mut schemas = Map::new();
+    let mut schemas = match builtin::schemas(group, version) {
+        Some(schemas) if with_builtin_schemas => schemas.clone(),
+        _ => Map::new(),
+    };
     for kind in registry.in_group_version(group, version) {
         if let Some(schema) = component_schema(kind, version) {
             schemas.insert(schema_name(group, version, &kind.kind), schema);

@@ -51,12 +51,24 @@ impl Presentation {
 
 /// The stored object as the requested version of its kind.
 pub fn in_version(kind: &ResourceKind, version: &str, object: &Value) -> Value {
-    let mut object = object.clone();
-    if let Some(map) = object.as_object_mut() {
-        map.insert("apiVersion".into(), Value::from(kind.api_version(version)));
-        map.insert("kind".into(), Value::from(kind.kind.clone()));
-    }
-    object
+    let object = match &kind.view {
+        Some(view) => view.to_view(object.clone()),
+        None => object.clone(),
+    };
+    let Value::Object(fields) = object else {
+        return object;
+    };
+    // kube-apiserver writes the type first, `kind` before `apiVersion`; clients that report
+    // decoding errors by position (kube-rs's "at line 1 column 17") see the same column.
+    let mut ordered = Map::with_capacity(fields.len() + 2);
+    ordered.insert("kind".into(), Value::from(kind.kind.clone()));
+    ordered.insert("apiVersion".into(), Value::from(kind.api_version(version)));
+    ordered.extend(
+        fields
+            .into_iter()
+            .filter(|(field, _)| field != "kind" && field != "apiVersion"),
+    );
+    Value::Object(ordered)
 }
 
 pub fn partial_metadata(object: &Value) -> Value {
@@ -97,8 +109,8 @@ pub fn list(
 ) -> Value {
     match presentation {
         Presentation::Object => json!({
-            "apiVersion": kind.api_version(version),
             "kind": kind.list_kind(),
+            "apiVersion": kind.api_version(version),
             "metadata": list_metadata,
             "items": items.iter().map(|item| in_version(kind, version, item)).collect::<Vec<_>>(),
         }),
@@ -117,6 +129,21 @@ pub fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn objects_leave_with_kind_then_api_version_first() {
+        let kind = crate::registry::Registry::with_builtins()
+            .lookup("", "v1", "services")
+            .cloned()
+            .expect("services are built in");
+        let stored =
+            json!({"apiVersion": "v1", "metadata": {"name": "s"}, "kind": "Service", "spec": {}});
+        let text = serde_json::to_string(&in_version(&kind, "v1", &stored)).expect("serializes");
+        assert!(
+            text.starts_with(r#"{"kind":"Service","apiVersion":"v1","metadata""#),
+            "{text}"
+        );
+    }
 
     #[test]
     fn kubectl_accept_headers_select_tables() {

@@ -1,10 +1,13 @@
 //! Request bodies in Kubernetes' protobuf encoding, for the kinds `kubectl create configmap |
-//! secret | namespace | serviceaccount | role | clusterrole | rolebinding | clusterrolebinding`
-//! and `kubectl auth can-i` send that way (client-go's typed clients prefer
-//! protobuf and do not fall back to JSON). The envelope is the magic `k8s\0` followed by a
-//! `runtime.Unknown` whose `raw` field holds the object; the object is decoded to the same JSON
-//! a JSON client would have sent, using the field numbers of the upstream `.proto` files.
-//! Other kinds are refused with 415 and must be sent as JSON (kubectl create -f / apply do).
+//! secret | namespace | serviceaccount | role | clusterrole | rolebinding | clusterrolebinding |
+//! deployment | service <type> | job | cronjob | token` and `kubectl auth can-i` send that way
+//! (client-go's typed clients prefer protobuf and do not fall back to JSON). The envelope is
+//! the magic `k8s\0` followed by a `runtime.Unknown` whose `raw` field holds the object; the
+//! object is decoded to the same JSON a JSON client would have sent, using the field numbers of
+//! the upstream `.proto` files. A field this decoder does not know is refused when it carries a
+//! value (gogo-protobuf also writes every unset non-pointer field, empty, and those are
+//! skipped), so nothing a client sent is dropped silently. Other kinds are refused with 415 and
+//! must be sent as JSON (kubectl create -f / apply do).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -23,6 +26,10 @@ enum FieldType {
     Message(&'static [Field]),
     TextMap,
     BinaryMap,
+    /// `map<string, resource.Quantity>`: a Quantity is a message holding its string (1).
+    QuantityMap,
+    /// `intstr.IntOrString`: type (1), intVal (2), strVal (3); JSON has the number or the string.
+    IntOrString,
     /// `metav1.Time`: seconds and nanos, rendered RFC 3339.
     Time,
 }
@@ -33,6 +40,9 @@ struct Field {
     name: &'static str,
     field_type: FieldType,
     repeated: bool,
+    /// A Go pointer field: written only when set, so a zero on the wire is a value (an explicit
+    /// `replicas: 0`), not an unset field.
+    pointer: bool,
 }
 
 const fn field(number: u64, name: &'static str, field_type: FieldType) -> Field {
@@ -41,6 +51,17 @@ const fn field(number: u64, name: &'static str, field_type: FieldType) -> Field 
         name,
         field_type,
         repeated: false,
+        pointer: false,
+    }
+}
+
+const fn pointer(number: u64, name: &'static str, field_type: FieldType) -> Field {
+    Field {
+        number,
+        name,
+        field_type,
+        repeated: false,
+        pointer: true,
     }
 }
 
@@ -50,6 +71,7 @@ const fn repeated(number: u64, name: &'static str, field_type: FieldType) -> Fie
         name,
         field_type,
         repeated: true,
+        pointer: false,
     }
 }
 
@@ -214,6 +236,195 @@ const ROLE_BINDING: &[Field] = &[
     field(3, "roleRef", FieldType::Message(ROLE_REF)),
 ];
 
+const CONTAINER_PORT: &[Field] = &[
+    field(1, "name", FieldType::Text),
+    field(2, "hostPort", FieldType::Integer),
+    field(3, "containerPort", FieldType::Integer),
+    field(4, "protocol", FieldType::Text),
+    field(5, "hostIP", FieldType::Text),
+];
+
+const ENV_VAR: &[Field] = &[
+    field(1, "name", FieldType::Text),
+    field(2, "value", FieldType::Text),
+];
+
+const RESOURCE_REQUIREMENTS: &[Field] = &[
+    field(1, "limits", FieldType::QuantityMap),
+    field(2, "requests", FieldType::QuantityMap),
+];
+
+/// The container fields kubectl's generators fill in; the others (probes, mounts, security
+/// context, ...) are refused when set, see the module docs.
+const CONTAINER: &[Field] = &[
+    field(1, "name", FieldType::Text),
+    field(2, "image", FieldType::Text),
+    repeated(3, "command", FieldType::Text),
+    repeated(4, "args", FieldType::Text),
+    field(5, "workingDir", FieldType::Text),
+    repeated(6, "ports", FieldType::Message(CONTAINER_PORT)),
+    repeated(7, "env", FieldType::Message(ENV_VAR)),
+    field(8, "resources", FieldType::Message(RESOURCE_REQUIREMENTS)),
+    field(13, "terminationMessagePath", FieldType::Text),
+    field(14, "imagePullPolicy", FieldType::Text),
+    field(16, "stdin", FieldType::Boolean),
+    field(17, "stdinOnce", FieldType::Boolean),
+    field(18, "tty", FieldType::Boolean),
+    field(20, "terminationMessagePolicy", FieldType::Text),
+];
+
+const POD_SPEC: &[Field] = &[
+    repeated(2, "containers", FieldType::Message(CONTAINER)),
+    field(3, "restartPolicy", FieldType::Text),
+    pointer(4, "terminationGracePeriodSeconds", FieldType::Integer),
+    pointer(5, "activeDeadlineSeconds", FieldType::Integer),
+    field(6, "dnsPolicy", FieldType::Text),
+    field(7, "nodeSelector", FieldType::TextMap),
+    field(8, "serviceAccountName", FieldType::Text),
+    field(9, "serviceAccount", FieldType::Text),
+    field(10, "nodeName", FieldType::Text),
+    field(11, "hostNetwork", FieldType::Boolean),
+    field(12, "hostPID", FieldType::Boolean),
+    field(13, "hostIPC", FieldType::Boolean),
+    repeated(
+        15,
+        "imagePullSecrets",
+        FieldType::Message(LOCAL_OBJECT_REFERENCE),
+    ),
+    field(16, "hostname", FieldType::Text),
+    field(17, "subdomain", FieldType::Text),
+    field(19, "schedulerName", FieldType::Text),
+    repeated(20, "initContainers", FieldType::Message(CONTAINER)),
+    pointer(21, "automountServiceAccountToken", FieldType::Boolean),
+    field(24, "priorityClassName", FieldType::Text),
+];
+
+const POD_TEMPLATE_SPEC: &[Field] = &[
+    field(1, "metadata", FieldType::Message(OBJECT_META)),
+    field(2, "spec", FieldType::Message(POD_SPEC)),
+];
+
+const ROLLING_UPDATE_DEPLOYMENT: &[Field] = &[
+    pointer(1, "maxUnavailable", FieldType::IntOrString),
+    pointer(2, "maxSurge", FieldType::IntOrString),
+];
+
+const DEPLOYMENT_STRATEGY: &[Field] = &[
+    field(1, "type", FieldType::Text),
+    field(
+        2,
+        "rollingUpdate",
+        FieldType::Message(ROLLING_UPDATE_DEPLOYMENT),
+    ),
+];
+
+const DEPLOYMENT_SPEC: &[Field] = &[
+    pointer(1, "replicas", FieldType::Integer),
+    field(2, "selector", FieldType::Message(LABEL_SELECTOR)),
+    field(3, "template", FieldType::Message(POD_TEMPLATE_SPEC)),
+    field(4, "strategy", FieldType::Message(DEPLOYMENT_STRATEGY)),
+    field(5, "minReadySeconds", FieldType::Integer),
+    pointer(6, "revisionHistoryLimit", FieldType::Integer),
+    field(7, "paused", FieldType::Boolean),
+    pointer(9, "progressDeadlineSeconds", FieldType::Integer),
+];
+
+const DEPLOYMENT: &[Field] = &[
+    field(1, "metadata", FieldType::Message(OBJECT_META)),
+    field(2, "spec", FieldType::Message(DEPLOYMENT_SPEC)),
+];
+
+const JOB_SPEC: &[Field] = &[
+    pointer(1, "parallelism", FieldType::Integer),
+    pointer(2, "completions", FieldType::Integer),
+    pointer(3, "activeDeadlineSeconds", FieldType::Integer),
+    field(4, "selector", FieldType::Message(LABEL_SELECTOR)),
+    pointer(5, "manualSelector", FieldType::Boolean),
+    field(6, "template", FieldType::Message(POD_TEMPLATE_SPEC)),
+    pointer(7, "backoffLimit", FieldType::Integer),
+    pointer(8, "ttlSecondsAfterFinished", FieldType::Integer),
+    pointer(9, "completionMode", FieldType::Text),
+    pointer(10, "suspend", FieldType::Boolean),
+];
+
+const JOB: &[Field] = &[
+    field(1, "metadata", FieldType::Message(OBJECT_META)),
+    field(2, "spec", FieldType::Message(JOB_SPEC)),
+];
+
+const JOB_TEMPLATE_SPEC: &[Field] = &[
+    field(1, "metadata", FieldType::Message(OBJECT_META)),
+    field(2, "spec", FieldType::Message(JOB_SPEC)),
+];
+
+const CRON_JOB_SPEC: &[Field] = &[
+    field(1, "schedule", FieldType::Text),
+    pointer(2, "startingDeadlineSeconds", FieldType::Integer),
+    field(3, "concurrencyPolicy", FieldType::Text),
+    pointer(4, "suspend", FieldType::Boolean),
+    field(5, "jobTemplate", FieldType::Message(JOB_TEMPLATE_SPEC)),
+    pointer(6, "successfulJobsHistoryLimit", FieldType::Integer),
+    pointer(7, "failedJobsHistoryLimit", FieldType::Integer),
+    pointer(8, "timeZone", FieldType::Text),
+];
+
+const CRON_JOB: &[Field] = &[
+    field(1, "metadata", FieldType::Message(OBJECT_META)),
+    field(2, "spec", FieldType::Message(CRON_JOB_SPEC)),
+];
+
+const SERVICE_PORT: &[Field] = &[
+    field(1, "name", FieldType::Text),
+    field(2, "protocol", FieldType::Text),
+    field(3, "port", FieldType::Integer),
+    field(4, "targetPort", FieldType::IntOrString),
+    field(5, "nodePort", FieldType::Integer),
+    pointer(6, "appProtocol", FieldType::Text),
+];
+
+const SERVICE_SPEC: &[Field] = &[
+    repeated(1, "ports", FieldType::Message(SERVICE_PORT)),
+    field(2, "selector", FieldType::TextMap),
+    field(3, "clusterIP", FieldType::Text),
+    field(4, "type", FieldType::Text),
+    repeated(5, "externalIPs", FieldType::Text),
+    field(7, "sessionAffinity", FieldType::Text),
+    field(10, "externalName", FieldType::Text),
+    field(11, "externalTrafficPolicy", FieldType::Text),
+    repeated(18, "clusterIPs", FieldType::Text),
+    repeated(19, "ipFamilies", FieldType::Text),
+    pointer(17, "ipFamilyPolicy", FieldType::Text),
+    pointer(22, "internalTrafficPolicy", FieldType::Text),
+];
+
+const SERVICE: &[Field] = &[
+    field(1, "metadata", FieldType::Message(OBJECT_META)),
+    field(2, "spec", FieldType::Message(SERVICE_SPEC)),
+];
+
+const BOUND_OBJECT_REFERENCE: &[Field] = &[
+    field(1, "kind", FieldType::Text),
+    field(2, "apiVersion", FieldType::Text),
+    field(3, "name", FieldType::Text),
+    field(4, "uid", FieldType::Text),
+];
+
+const TOKEN_REQUEST_SPEC: &[Field] = &[
+    repeated(1, "audiences", FieldType::Text),
+    field(
+        3,
+        "boundObjectRef",
+        FieldType::Message(BOUND_OBJECT_REFERENCE),
+    ),
+    pointer(4, "expirationSeconds", FieldType::Integer),
+];
+
+/// What `kubectl create token` sends to `serviceaccounts/<name>/token`.
+const TOKEN_REQUEST: &[Field] = &[
+    field(1, "metadata", FieldType::Message(OBJECT_META)),
+    field(2, "spec", FieldType::Message(TOKEN_REQUEST_SPEC)),
+];
+
 const TYPE_META: &[Field] = &[
     field(1, "apiVersion", FieldType::Text),
     field(2, "kind", FieldType::Text),
@@ -235,6 +446,11 @@ fn schema_for(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => {
             Some(ROLE_BINDING)
         }
+        ("apps/v1", "Deployment") => Some(DEPLOYMENT),
+        ("batch/v1", "Job") => Some(JOB),
+        ("batch/v1", "CronJob") => Some(CRON_JOB),
+        ("v1", "Service") => Some(SERVICE),
+        ("authentication.k8s.io/v1", "TokenRequest") => Some(TOKEN_REQUEST),
         _ => None,
     }
 }
@@ -301,6 +517,20 @@ fn text(bytes: &[u8]) -> Result<String, String> {
     String::from_utf8(bytes.to_vec()).map_err(|_| "a string field is not UTF-8".to_owned())
 }
 
+/// A `map<string, Quantity>` entry: key (1) and the Quantity message (2).
+fn quantity_entry(bytes: &[u8]) -> Result<(String, Value), String> {
+    let mut reader = Reader { bytes };
+    let (mut key, mut value) = (String::new(), Value::from(""));
+    while let Some((number, wire)) = reader.next_field()? {
+        match (number, wire) {
+            (1, Wire::Bytes(bytes)) => key = text(bytes)?,
+            (2, Wire::Bytes(bytes)) => value = quantity(bytes)?,
+            _ => {}
+        }
+    }
+    Ok((key, value))
+}
+
 /// A map entry: key (1) and value (2).
 fn map_entry(bytes: &[u8], binary_values: bool) -> Result<(String, Value), String> {
     let mut reader = Reader { bytes };
@@ -332,12 +562,73 @@ fn time(bytes: &[u8]) -> Result<Value, String> {
         .unwrap_or(Value::Null))
 }
 
+/// A `resource.Quantity` message: its string form (1).
+fn quantity(bytes: &[u8]) -> Result<Value, String> {
+    let mut reader = Reader { bytes };
+    let mut value = String::new();
+    while let Some((number, wire)) = reader.next_field()? {
+        if let (1, Wire::Bytes(bytes)) = (number, wire) {
+            value = text(bytes)?;
+        }
+    }
+    Ok(Value::from(value))
+}
+
+/// An `intstr.IntOrString`: the number when its type (1) is 0, else the string (3).
+fn int_or_string(bytes: &[u8]) -> Result<Value, String> {
+    let mut reader = Reader { bytes };
+    let (mut is_string, mut number, mut string) = (false, 0i64, String::new());
+    while let Some((field, wire)) = reader.next_field()? {
+        match (field, wire) {
+            (1, Wire::Varint(kind)) => is_string = kind == 1,
+            (2, Wire::Varint(value)) => number = i64::from(value as i32),
+            (3, Wire::Bytes(bytes)) => string = text(bytes)?,
+            _ => {}
+        }
+    }
+    Ok(if is_string {
+        Value::from(string)
+    } else {
+        Value::from(number)
+    })
+}
+
+/// Whether a field this decoder does not know carried nothing: gogo-protobuf writes unset
+/// non-pointer fields as empty strings, zero numbers and empty messages.
+fn is_empty(wire: &Wire<'_>) -> bool {
+    match wire {
+        Wire::Varint(value) => *value == 0,
+        Wire::Bytes(bytes) => bytes.is_empty() || message_is_empty(bytes),
+    }
+}
+
+/// An embedded message whose every field is empty (an unset struct such as a container's
+/// `securityContext` written as an empty message), read without knowing its fields.
+fn message_is_empty(bytes: &[u8]) -> bool {
+    let mut reader = Reader { bytes };
+    loop {
+        match reader.next_field() {
+            Ok(None) => return true,
+            Ok(Some((_, wire))) if is_empty(&wire) => {}
+            // Not a message (a string, or a message with content): a value.
+            _ => return false,
+        }
+    }
+}
+
 fn message(bytes: &[u8], fields: &[Field]) -> Result<Map<String, Value>, String> {
     let mut reader = Reader { bytes };
     let mut object = Map::new();
     while let Some((number, wire)) = reader.next_field()? {
         let Some(field) = fields.iter().find(|field| field.number == number) else {
-            continue;
+            if is_empty(&wire) {
+                continue;
+            }
+            let known: Vec<&str> = fields.iter().map(|field| field.name).collect();
+            return Err(format!(
+                "protobuf field {number} beside {} is set, and arbor-kube-emu does not decode it; send the object as JSON",
+                known.join(", ")
+            ));
         };
         let value = match (field.field_type, wire) {
             (FieldType::Text, Wire::Bytes(bytes)) => Value::from(text(bytes)?),
@@ -348,6 +639,17 @@ fn message(bytes: &[u8], fields: &[Field]) -> Result<Map<String, Value>, String>
                 Value::Object(message(bytes, inner)?)
             }
             (FieldType::Time, Wire::Bytes(bytes)) => time(bytes)?,
+            (FieldType::IntOrString, Wire::Bytes(bytes)) => int_or_string(bytes)?,
+            (FieldType::QuantityMap, Wire::Bytes(bytes)) => {
+                let (key, value) = quantity_entry(bytes)?;
+                let entries = object
+                    .entry(field.name)
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Some(entries) = entries.as_object_mut() {
+                    entries.insert(key, value);
+                }
+                continue;
+            }
             (map_type @ (FieldType::TextMap | FieldType::BinaryMap), Wire::Bytes(bytes)) => {
                 let (key, value) = map_entry(bytes, matches!(map_type, FieldType::BinaryMap))?;
                 let entries = object
@@ -360,9 +662,10 @@ fn message(bytes: &[u8], fields: &[Field]) -> Result<Map<String, Value>, String>
             }
             _ => return Err(format!("field {} has an unexpected wire type", field.name)),
         };
-        // gogo-protobuf writes every non-pointer field; Go's JSON leaves zero values out.
-        let zero = value.is_null() || value == "" || value == 0;
-        if zero && !field.repeated {
+        // gogo-protobuf writes every non-pointer field; Go's JSON leaves zero values out. A
+        // pointer field is written only when set, so its zero is the client's value.
+        let zero = value.is_null() || value == "" || value == 0 || value == false;
+        if zero && !field.repeated && !field.pointer {
             continue;
         }
         if field.repeated {
@@ -395,7 +698,7 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
         .and_then(Value::as_str)
         .unwrap_or_default();
     let schema = schema_for(api_version, kind)
-        .ok_or_else(|| format!("protobuf bodies are understood for v1 ConfigMap, Secret, Namespace, ServiceAccount, RBAC roles and bindings and SelfSubjectAccessReview only, not {api_version} {kind}; send JSON"))?;
+        .ok_or_else(|| format!("protobuf bodies are understood for v1 ConfigMap, Secret, Namespace, ServiceAccount, Service, apps/v1 Deployment, batch/v1 Job and CronJob, RBAC roles and bindings, TokenRequest and SelfSubjectAccessReview only, not {api_version} {kind}; send JSON"))?;
     let raw = unknown
         .get("raw")
         .and_then(Value::as_str)
@@ -472,10 +775,95 @@ mod tests {
         assert_eq!(decoded["type"], "Opaque");
     }
 
+    fn varint_field(number: u64, value: u64) -> Vec<u8> {
+        let mut out = vec![(number << 3) as u8];
+        let mut value = value;
+        loop {
+            let byte = (value & 0x7f) as u8;
+            value >>= 7;
+            if value == 0 {
+                out.push(byte);
+                return out;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+
+    #[test]
+    fn an_explicit_zero_of_a_pointer_field_is_kept_and_unset_fields_are_not_invented() {
+        let spec = [
+            varint_field(1, 0),
+            varint_field(5, 0),
+            length_delimited(4, b""),
+        ]
+        .concat();
+        let raw = [
+            length_delimited(1, &length_delimited(1, b"web")),
+            length_delimited(2, &spec),
+        ]
+        .concat();
+        let decoded = decode(&envelope("apps/v1", "Deployment", &raw)).expect("decodes");
+        assert_eq!(decoded["spec"], json!({"replicas": 0, "strategy": {}}));
+    }
+
+    #[test]
+    fn a_set_field_the_decoder_does_not_know_is_refused_not_dropped() {
+        // PodSpec field 14 (securityContext) with content.
+        let pod_spec = length_delimited(14, &length_delimited(5, b"x"));
+        let template = length_delimited(2, &pod_spec);
+        let raw = length_delimited(2, &length_delimited(3, &template));
+        let error = decode(&envelope("apps/v1", "Deployment", &raw)).unwrap_err();
+        assert!(
+            error.contains("protobuf field 14") && error.contains("send the object as JSON"),
+            "{error}"
+        );
+        // The same field written empty, as gogo-protobuf writes unset structs, is nothing.
+        let pod_spec = length_delimited(14, b"");
+        let raw = length_delimited(2, &length_delimited(3, &length_delimited(2, &pod_spec)));
+        assert!(decode(&envelope("apps/v1", "Deployment", &raw)).is_ok());
+    }
+
+    #[test]
+    fn int_or_string_and_quantities_read_as_json_writes_them() {
+        let port = [
+            varint_field(3, 80),
+            length_delimited(4, &[varint_field(1, 0), varint_field(2, 8080)].concat()),
+        ]
+        .concat();
+        let named = length_delimited(
+            4,
+            &[varint_field(1, 1), length_delimited(3, b"http")].concat(),
+        );
+        let raw = length_delimited(
+            2,
+            &[length_delimited(1, &port), length_delimited(1, &named)].concat(),
+        );
+        let decoded = decode(&envelope("v1", "Service", &raw)).expect("decodes");
+        assert_eq!(
+            decoded["spec"]["ports"],
+            json!([{"port": 80, "targetPort": 8080}, {"targetPort": "http"}])
+        );
+        let quantity = length_delimited(1, b"100m");
+        let limits = length_delimited(
+            1,
+            &[length_delimited(1, b"cpu"), length_delimited(2, &quantity)].concat(),
+        );
+        let container = [length_delimited(1, b"c"), length_delimited(8, &limits)].concat();
+        let raw = length_delimited(
+            2,
+            &length_delimited(6, &length_delimited(2, &length_delimited(2, &container))),
+        );
+        let decoded = decode(&envelope("batch/v1", "Job", &raw)).expect("decodes");
+        assert_eq!(
+            decoded["spec"]["template"]["spec"]["containers"][0]["resources"],
+            json!({"limits": {"cpu": "100m"}})
+        );
+    }
+
     #[test]
     fn other_kinds_and_garbage_are_refused() {
         assert!(
-            decode(&envelope("apps/v1", "Deployment", &[]))
+            decode(&envelope("apps/v1", "StatefulSet", &[]))
                 .unwrap_err()
                 .contains("send JSON")
         );

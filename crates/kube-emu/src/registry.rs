@@ -7,6 +7,7 @@
 
 mod builtin;
 pub mod crd;
+pub mod view;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -120,6 +121,14 @@ pub struct ResourceKind {
     pub tracks_generation: bool,
     /// Field-selector labels beyond `metadata.name` / `metadata.namespace`.
     pub field_labels: Vec<&'static str>,
+    /// Subresources that read the whole object and write one field of it, as
+    /// `(subresource, field path)`: a Pod's `ephemeralcontainers` writes
+    /// `spec.ephemeralContainers`, a CertificateSigningRequest's `approval` writes
+    /// `status.conditions`.
+    pub field_subresources: Vec<(&'static str, &'static str)>,
+    /// For a kind served from another kind's storage (`events.k8s.io` Events), that storage
+    /// and the conversion between the two shapes.
+    pub view: Option<view::StorageView>,
     /// Whether the kind comes from a CustomResourceDefinition.
     pub custom: bool,
 }
@@ -166,6 +175,19 @@ impl ResourceKind {
 
     pub fn allows(&self, verb: &str) -> bool {
         self.verbs.contains(&verb)
+    }
+
+    /// Where this kind's objects are stored: its own collection, or the one it is a view of.
+    pub fn storage_id(&self) -> &ResourceId {
+        self.view.as_ref().map_or(&self.id, |view| &view.storage)
+    }
+
+    /// The field a subresource of [`ResourceKind::field_subresources`] writes.
+    pub fn field_subresource(&self, subresource: &str) -> Option<&'static str> {
+        self.field_subresources
+            .iter()
+            .find(|(name, _)| *name == subresource)
+            .map(|(_, path)| *path)
     }
 
     /// Whether the kind has a status subresource in any version (they agree in practice).

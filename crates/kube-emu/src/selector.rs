@@ -174,6 +174,10 @@ impl LabelSelector {
     }
 }
 
+/// Selectable fields kube-apiserver prints from a Go `bool`: absent reads as `false`
+/// (`spec.unschedulable==false` selects a Node that never set it).
+const BOOLEAN_FIELDS: &[&str] = &["spec.unschedulable"];
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct FieldRequirement {
     path: String,
@@ -223,6 +227,9 @@ impl FieldSelector {
         self.requirements.iter().all(|requirement| {
             let actual = match meta::lookup_path(object, &requirement.path) {
                 Some(Value::String(text)) => text.clone(),
+                Some(Value::Null) | None if BOOLEAN_FIELDS.contains(&requirement.path.as_str()) => {
+                    "false".to_owned()
+                }
                 Some(Value::Null) | None => String::new(),
                 Some(other) => other.to_string(),
             };

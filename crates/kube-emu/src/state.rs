@@ -104,6 +104,23 @@ fn spec_part(kind: &ResourceKind, object: &Value) -> Map<String, Value> {
     part
 }
 
+/// [`set_or_remove`] at a dotted path; missing parents are created for a value, and their
+/// absence is already the removal.
+fn set_or_remove_path(object: &mut Value, path: &str, value: Option<Value>) {
+    let (parents, field) = path.rsplit_once('.').unwrap_or(("", path));
+    let mut target = object;
+    for segment in parents.split('.').filter(|segment| !segment.is_empty()) {
+        if !target.get(segment).is_some_and(Value::is_object) {
+            if value.is_none() {
+                return;
+            }
+            target[segment] = json!({});
+        }
+        target = &mut target[segment];
+    }
+    set_or_remove(target, field, value);
+}
+
 fn set_or_remove(object: &mut Value, field: &str, value: Option<Value>) {
     if let Some(map) = object.as_object_mut() {
         match value {
@@ -164,6 +181,30 @@ fn body_version(kind: &ResourceKind, object: &Value) -> String {
         .map_or_else(|| kind.storage_version().name.clone(), str::to_owned)
 }
 
+/// The APIService kube-apiserver registers for a group version it serves itself: named
+/// `<version>.<group>` (`v1.` for the core group), no backing service, Available. Priorities
+/// follow discovery order, as the served groups' APIServices do.
+fn local_api_service(
+    group: &str,
+    version: &str,
+    group_index: usize,
+    version_index: usize,
+) -> Value {
+    let group_priority = 18_000_i64.saturating_sub(100 * group_index as i64).max(1);
+    let version_priority = 15_i64.saturating_sub(version_index as i64).max(1);
+    json!({
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": format!("{version}.{group}"),
+            "labels": {"kube-aggregator.kubernetes.io/automanaged": "onstart"}},
+        "spec": {"group": group, "version": version,
+            "groupPriorityMinimum": group_priority, "versionPriority": version_priority},
+        "status": {"conditions": [{"type": "Available", "status": "True", "reason": "Local",
+            "message": "Local APIServices are always available",
+            "lastTransitionTime": meta::now_timestamp()}]},
+    })
+}
+
 /// Whether a deleted object may leave the store: no finalizers, and for a namespace no
 /// `spec.finalizers` either (the namespace controller's "kubernetes" finalizer).
 pub fn ready_to_remove(resource: &ResourceId, object: &Value) -> bool {
@@ -193,7 +234,64 @@ impl State {
                 .create(&kind, None, namespace, &writer, &WriteOptions::default())
                 .expect("the initial namespaces are valid");
         }
+        state.create_bootstrap_objects(&writer);
         state
+    }
+
+    /// What kube-apiserver itself keeps in every cluster and clients look for: the `kubernetes`
+    /// Service in `default` (its first service address, port 443 to the server's default
+    /// secure port 6443) and one local APIService per built-in group version.
+    fn create_bootstrap_objects(&mut self, writer: &Writer) {
+        let service = json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                "labels": {"component": "apiserver", "provider": "kubernetes"}},
+            "spec": {"clusterIP": "10.96.0.1", "type": "ClusterIP",
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]},
+        });
+        let mut objects = vec![(ResourceId::new("", "services"), service)];
+        for (group_index, (group, versions)) in self.registry.groups().into_iter().enumerate() {
+            for (version_index, version) in versions.iter().enumerate() {
+                objects.push((
+                    ResourceId::new("apiregistration.k8s.io", "apiservices"),
+                    local_api_service(&group, version, group_index, version_index),
+                ));
+            }
+        }
+        for (resource, object) in objects {
+            let kind = self
+                .registry
+                .get(&resource)
+                .cloned()
+                .expect("bootstrap kinds are built in");
+            let namespace = meta::namespace(&object).to_owned();
+            let namespace = (!namespace.is_empty()).then_some(namespace);
+            let status = object.get("status").cloned();
+            let created = self
+                .create(
+                    &kind,
+                    namespace.as_deref(),
+                    object,
+                    writer,
+                    &WriteOptions::default(),
+                )
+                .expect("the bootstrap objects are valid");
+            // Status goes through its subresource, as the controller that reports it writes it.
+            if let Some(status) = status {
+                let mut with_status = (*created).clone();
+                with_status["status"] = status;
+                self.update(
+                    &kind,
+                    &ObjectKey::of(&created),
+                    with_status,
+                    Some("status"),
+                    writer,
+                    &WriteOptions::default(),
+                )
+                .expect("the bootstrap statuses are valid");
+            }
+        }
     }
 
     /// Checks the request's namespace against the body and the namespace's lifecycle.
@@ -435,7 +533,14 @@ impl State {
                 }
                 new
             }
-            Some(_) => return Err(ApiError::no_such_route()),
+            Some(subresource) => {
+                let path = kind
+                    .field_subresource(subresource)
+                    .ok_or_else(ApiError::no_such_route)?;
+                let mut new = (*old).clone();
+                set_or_remove_path(&mut new, path, meta::lookup_path(&body, path).cloned());
+                new
+            }
         };
         self.keep_server_fields(kind, &old, &mut new)?;
         if kind.custom {

@@ -222,6 +222,27 @@ pub fn on_create(kind: &ResourceKind, object: &mut Value) -> Result<(), ApiError
     Ok(())
 }
 
+/// kube-apiserver's Deployment strategy defaults, field by field: a strategy sent without a
+/// type (kubectl's protobuf body carries an empty one) is a RollingUpdate of 25% / 25%.
+fn default_deployment_strategy(spec: &mut Map<String, Value>) {
+    let strategy = spec.entry("strategy").or_insert_with(|| json!({}));
+    if !strategy.is_object() {
+        *strategy = json!({});
+    }
+    let Some(strategy) = strategy.as_object_mut() else {
+        return;
+    };
+    default_field(strategy, "type", json!("RollingUpdate"));
+    if strategy.get("type").and_then(Value::as_str) != Some("RollingUpdate") {
+        return;
+    }
+    let rolling = strategy.entry("rollingUpdate").or_insert_with(|| json!({}));
+    if let Some(rolling) = rolling.as_object_mut() {
+        default_field(rolling, "maxUnavailable", json!("25%"));
+        default_field(rolling, "maxSurge", json!("25%"));
+    }
+}
+
 /// The spec defaults of a workload kind, if `kind` is one.
 fn workload_defaults(kind: &ResourceKind) -> Option<fn(&mut Map<String, Value>)> {
     match (kind.id.group.as_str(), kind.kind.as_str()) {
@@ -229,11 +250,7 @@ fn workload_defaults(kind: &ResourceKind) -> Option<fn(&mut Map<String, Value>)>
             default_field(spec, "replicas", json!(1));
             default_field(spec, "revisionHistoryLimit", json!(10));
             default_field(spec, "progressDeadlineSeconds", json!(600));
-            default_field(
-                spec,
-                "strategy",
-                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
-            );
+            default_deployment_strategy(spec);
             default_template(spec);
         }),
         ("apps", "ReplicaSet") | ("", "ReplicationController") => Some(|spec| {

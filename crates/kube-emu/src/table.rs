@@ -114,6 +114,113 @@ fn cell(object: &Value, column: &PrinterColumn) -> Value {
     }
 }
 
+fn definition(name: &str, priority: i64, format: &str, description: &str) -> Value {
+    json!({"name": name, "type": "string", "format": format, "description": description,
+           "priority": priority})
+}
+
+/// The columns of kube-apiserver's Event printer: `kubectl get events` shows LAST SEEN, TYPE,
+/// REASON, OBJECT and MESSAGE, `-o wide` the rest.
+fn event_definitions() -> Vec<Value> {
+    vec![
+        definition(
+            "Last Seen",
+            0,
+            "",
+            "The time at which the most recent occurrence of this event was recorded.",
+        ),
+        definition(
+            "Type",
+            0,
+            "",
+            "Type of this event (Normal, Warning), new types could be added in the future",
+        ),
+        definition(
+            "Reason",
+            0,
+            "",
+            "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
+        ),
+        definition("Object", 0, "", "The object that this event is about."),
+        definition(
+            "Subobject",
+            1,
+            "",
+            "The field of the object this event is about.",
+        ),
+        definition("Source", 1, "", "The component reporting this event."),
+        definition(
+            "Message",
+            0,
+            "",
+            "A human-readable description of the status of this operation.",
+        ),
+        definition(
+            "First Seen",
+            1,
+            "",
+            "The time at which the event was first recorded.",
+        ),
+        definition(
+            "Count",
+            1,
+            "",
+            "The number of times this event has occurred.",
+        ),
+        definition("Name", 1, "name", "Name must be unique within a namespace."),
+    ]
+}
+
+/// One Event's cells, read from the stored (core `v1`) shape whichever API lists it.
+fn event_cells(event: &Value) -> Vec<Value> {
+    let text = |path: &str| {
+        crate::meta::lookup_path(event, path)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let age = |path: &str| match text(path) {
+        time if time.is_empty() => "<unknown>".to_owned(),
+        time => human_age(&time),
+    };
+    let last_seen = if crate::meta::lookup_path(event, "series.lastObservedTime").is_some() {
+        age("series.lastObservedTime")
+    } else if !text("lastTimestamp").is_empty() {
+        age("lastTimestamp")
+    } else {
+        age("eventTime")
+    };
+    let first_seen = if text("firstTimestamp").is_empty() {
+        age("eventTime")
+    } else {
+        age("firstTimestamp")
+    };
+    let source = match (text("source.component"), text("source.host")) {
+        (component, host) if host.is_empty() => component,
+        (component, host) => format!("{component}, {host}"),
+    };
+    let count = crate::meta::lookup_path(event, "series.count")
+        .or_else(|| crate::meta::lookup_path(event, "count"))
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    vec![
+        Value::from(last_seen),
+        Value::from(text("type")),
+        Value::from(text("reason")),
+        Value::from(format!(
+            "{}/{}",
+            text("involvedObject.kind").to_lowercase(),
+            text("involvedObject.name")
+        )),
+        Value::from(text("involvedObject.fieldPath")),
+        Value::from(source),
+        Value::from(text("message")),
+        Value::from(first_seen),
+        Value::from(count.to_string()),
+        Value::from(crate::meta::name(event)),
+    ]
+}
+
 pub fn table(
     kind: &ResourceKind,
     version: &str,
@@ -122,27 +229,38 @@ pub fn table(
     rows: RowObject,
 ) -> Value {
     let columns = columns(kind, version);
-    let mut definitions = vec![json!({
-        "name": "Name",
-        "type": "string",
-        "format": "name",
-        "description": "Name must be unique within a namespace.",
-        "priority": 0,
-    })];
-    definitions.extend(columns.iter().map(|column| {
-        json!({
-            "name": column.name,
-            "type": column.column_type,
-            "format": column.format,
-            "description": column.description,
-            "priority": column.priority,
-        })
-    }));
+    // Events have a printer of their own in both groups (one storage, see registry::view).
+    let events = kind.kind == "Event" && matches!(kind.id.group.as_str(), "" | "events.k8s.io");
+    let definitions = if events {
+        event_definitions()
+    } else {
+        let mut definitions = vec![definition(
+            "Name",
+            0,
+            "name",
+            "Name must be unique within a namespace.",
+        )];
+        definitions.extend(columns.iter().map(|column| {
+            json!({
+                "name": column.name,
+                "type": column.column_type,
+                "format": column.format,
+                "description": column.description,
+                "priority": column.priority,
+            })
+        }));
+        definitions
+    };
     let rows: Vec<Value> = objects
         .iter()
         .map(|object| {
-            let mut cells = vec![Value::from(crate::meta::name(object))];
-            cells.extend(columns.iter().map(|column| cell(object, column)));
+            let cells = if events {
+                event_cells(object)
+            } else {
+                let mut cells = vec![Value::from(crate::meta::name(object))];
+                cells.extend(columns.iter().map(|column| cell(object, column)));
+                cells
+            };
             let mut row = json!({"cells": cells});
             match rows {
                 RowObject::None => {}
@@ -187,6 +305,23 @@ mod tests {
             r#".status.conditions[?(@.type=="Ready")].status"#,
         );
         assert_eq!(cell(&object, &column), json!("True"));
+    }
+
+    #[test]
+    fn event_rows_show_what_kubectl_get_events_prints() {
+        let event = json!({"metadata": {"name": "web.1"}, "type": "Warning", "reason": "BackOff",
+            "involvedObject": {"kind": "Pod", "name": "web"}, "message": "restarting",
+            "source": {"component": "kubelet", "host": "node-1"}, "count": 4});
+        let cells = event_cells(&event);
+        assert_eq!(
+            cells[1..4],
+            [json!("Warning"), json!("BackOff"), json!("pod/web")]
+        );
+        assert_eq!(cells[5], json!("kubelet, node-1"));
+        assert_eq!(cells[6], json!("restarting"));
+        assert_eq!(cells[8], json!("4"));
+        assert_eq!(cells[9], json!("web.1"));
+        assert_eq!(cells.len(), event_definitions().len());
     }
 
     #[test]

@@ -635,3 +635,210 @@ fn kubectl_create_role_and_bindings_send_protobuf_the_server_reads() {
     );
     assert_eq!(subject, "Group/team watcher");
 }
+
+#[test]
+fn kubectl_sees_the_kubernetes_service_api_services_and_events_of_either_api() {
+    let server = start_server();
+    let service = kubectl(
+        &server,
+        &[
+            "get",
+            "service",
+            "kubernetes",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    );
+    assert_eq!(service, "10.96.0.1");
+    let api_services = kubectl(&server, &["get", "apiservices", "-o", "name"]);
+    assert!(
+        api_services.contains("apiservice.apiregistration.k8s.io/v1.apps\n"),
+        "{api_services}"
+    );
+
+    // An Event written through events.k8s.io/v1 is what `kubectl get events` lists.
+    kubectl_with_input(
+        &server,
+        &["create", "-f", "-"],
+        Some(
+            r#"
+apiVersion: events.k8s.io/v1
+kind: Event
+metadata: {name: web.1, namespace: default}
+eventTime: "2026-01-01T00:00:00.000000Z"
+regarding: {apiVersion: v1, kind: Pod, name: web, namespace: default}
+note: pulled the image of web
+reason: Pulled
+type: Normal
+action: Pull
+reportingController: example.com/puller
+reportingInstance: puller-1
+"#,
+        ),
+    );
+    let listed = kubectl(&server, &["get", "events", "-n", "default", "-o", "name"]);
+    assert_eq!(listed, "event/web.1\n");
+    let core = kubectl(
+        &server,
+        &[
+            "get",
+            "events.v1.",
+            "web.1",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.apiVersion} {.message} {.involvedObject.name}",
+        ],
+    );
+    assert_eq!(core, "v1 pulled the image of web web");
+    let table = kubectl(&server, &["get", "events", "-n", "default"]);
+    assert!(table.contains("Pulled"), "{table}");
+    assert!(table.contains("pod/web"), "{table}");
+    assert!(table.contains("pulled the image of web"), "{table}");
+}
+
+#[test]
+fn kubectl_explain_describes_built_in_kinds() {
+    let server = start_server();
+    let spec = kubectl(&server, &["explain", "deployment.spec"]);
+    assert!(spec.contains("KIND:       Deployment"), "{spec}");
+    assert!(spec.contains("FIELD: spec <DeploymentSpec>"), "{spec}");
+    assert!(spec.contains("replicas\t<integer>"), "{spec}");
+    let image = kubectl(&server, &["explain", "pod.spec.containers.image"]);
+    assert!(image.contains("Container image name."), "{image}");
+    let note = kubectl(
+        &server,
+        &["explain", "events.note", "--api-version=events.k8s.io/v1"],
+    );
+    assert!(note.contains("GROUP:      events.k8s.io"), "{note}");
+    // The custom kinds' schemas are still there beside them.
+    kubectl_with_input(&server, &["apply", "-f", "-"], Some(WIDGET_CRD));
+    let widget = kubectl(&server, &["explain", "widgets"]);
+    assert!(widget.contains("KIND:       Widget"), "{widget}");
+}
+
+#[test]
+fn kubectl_create_deployment_service_job_and_cronjob_send_protobuf_the_server_reads() {
+    let server = start_server();
+    kubectl(
+        &server,
+        &[
+            "create",
+            "deployment",
+            "nginx",
+            "--image=nginx:1.27",
+            "--port=80",
+            "--replicas=2",
+        ],
+    );
+    kubectl(
+        &server,
+        &[
+            "create",
+            "deployment",
+            "idle",
+            "--image=busybox",
+            "--replicas=0",
+            "--",
+            "sleep",
+            "10",
+        ],
+    );
+    kubectl(
+        &server,
+        &["create", "service", "clusterip", "web", "--tcp=80:8080"],
+    );
+    kubectl(
+        &server,
+        &[
+            "create",
+            "job",
+            "once",
+            "--image=busybox",
+            "--",
+            "echo",
+            "hi",
+        ],
+    );
+    kubectl(
+        &server,
+        &[
+            "create",
+            "cronjob",
+            "tick",
+            "--image=busybox",
+            "--schedule=*/5 * * * *",
+        ],
+    );
+    let deployment = kubectl(
+        &server,
+        &[
+            "get",
+            "deployment",
+            "nginx",
+            "-o",
+            "jsonpath={.spec.replicas} {.spec.selector.matchLabels.app} {.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].ports[0].containerPort} {.spec.strategy.type}",
+        ],
+    );
+    assert_eq!(deployment, "2 nginx nginx:1.27 80 RollingUpdate");
+    // An explicit zero of a pointer field is the client's value, not a default.
+    let idle = kubectl(
+        &server,
+        &[
+            "get",
+            "deployment",
+            "idle",
+            "-o",
+            "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].command}",
+        ],
+    );
+    assert_eq!(idle, r#"0 ["sleep","10"]"#);
+    let service = kubectl(
+        &server,
+        &[
+            "get",
+            "service",
+            "web",
+            "-o",
+            "jsonpath={.spec.ports[0].port}:{.spec.ports[0].targetPort}",
+        ],
+    );
+    assert_eq!(service, "80:8080");
+    let job = kubectl(
+        &server,
+        &[
+            "get",
+            "job",
+            "once",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].command}",
+        ],
+    );
+    assert_eq!(job, r#"["echo","hi"]"#);
+    let cron = kubectl(
+        &server,
+        &["get", "cronjob", "tick", "-o", "jsonpath={.spec.schedule}"],
+    );
+    assert_eq!(cron, "*/5 * * * *");
+    kubectl(&server, &["scale", "deployment", "nginx", "--replicas=3"]);
+}
+
+#[test]
+fn kubectl_create_token_issues_a_token_the_server_accepts() {
+    let server = start_server();
+    kubectl(&server, &["create", "serviceaccount", "robot"]);
+    let token = kubectl(&server, &["create", "token", "robot", "--duration=1h"]);
+    let token = token.trim();
+    assert!(!token.is_empty());
+    // The server requires known tokens (a token file): the issued one is known.
+    let output = run_kubectl(&server, &["--token", token, "get", "configmaps"], None);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let refused = run_kubectl(&server, &["--token", "forged", "get", "configmaps"], None);
+    assert!(!refused.status.success());
+}

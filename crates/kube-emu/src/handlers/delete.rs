@@ -7,8 +7,8 @@ use axum::body::Body;
 use http::Response;
 use serde_json::{Map, Value};
 
-use super::object_key;
 use super::read::Filter;
+use super::{object_key, object_response};
 use crate::admission::{self, Operation, Write};
 use crate::api::{RequestContext, Shared, json_response};
 use crate::lifecycle::{DeleteOptions, Deleted, Propagation};
@@ -109,15 +109,15 @@ pub async fn delete(
     let options = delete_options(context)?;
     let key = object_key(context);
     // A missing object is the delete's 404, before admission.
-    let old = shared.state().store.get(&kind.id, &key).cloned();
+    let old = shared.state().store.get(kind.storage_id(), &key).cloned();
     admit_deletes(shared, context, kind, old.as_slice()).await?;
-    let outcome = shared
-        .state()
-        .delete(&kind.id, &key, &options, &meta::now_timestamp())?;
-    let version = &context.target.version;
+    let outcome =
+        shared
+            .state()
+            .delete(kind.storage_id(), &key, &options, &meta::now_timestamp())?;
     Ok(match outcome {
         Deleted::Removed(object) if returns_deleted_object(kind) => {
-            json_response(200, &present::in_version(kind, version, &object))
+            object_response(200, context, kind, &object)
         }
         Deleted::Removed(object) => json_response(
             200,
@@ -125,13 +125,15 @@ pub async fn delete(
         ),
         // An object kept by finalizers comes back as it now is; 202 only when the client
         // asked for cascading with the old `orphanDependents: false`, as kube-apiserver does.
-        Deleted::Pending(object) => json_response(
+        Deleted::Pending(object) => object_response(
             if orphan_dependents_refused(context) {
                 202
             } else {
                 200
             },
-            &present::in_version(kind, version, &object),
+            context,
+            kind,
+            &object,
         ),
     })
 }
@@ -164,7 +166,7 @@ pub async fn delete_collection(
     let chosen: Vec<Arc<Value>> = shared
         .state()
         .store
-        .list(&kind.id, context.target.namespace.as_deref())
+        .list(kind.storage_id(), context.target.namespace.as_deref())
         .filter(|(key, object)| filter.matches(key, object))
         .map(|(_, object)| object.clone())
         .collect();
@@ -173,7 +175,7 @@ pub async fn delete_collection(
     let mut state = shared.state();
     let mut items = Vec::new();
     for key in keys {
-        match state.delete(&kind.id, &key, &options, &now) {
+        match state.delete(kind.storage_id(), &key, &options, &now) {
             Ok(Deleted::Removed(object) | Deleted::Pending(object)) => items.push(object),
             // Collected as a dependent of an earlier item of the same collection.
             Err(error) if error.code == 404 => {}

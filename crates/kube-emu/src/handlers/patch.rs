@@ -8,9 +8,9 @@ use std::sync::Arc;
 use axum::body::Body;
 use http::{Response, header};
 
-use super::{check_type_meta, name_after_url, object_key, writer};
+use super::{check_type_meta, name_after_url, object_key, object_response, stored, writer};
 use crate::admission::{self, Operation, Write};
-use crate::api::{RequestContext, Shared, json_response};
+use crate::api::{RequestContext, Shared};
 use crate::managed::list_semantics;
 use crate::meta;
 use crate::patch::{self, PatchError, PatchType};
@@ -79,7 +79,7 @@ pub async fn patch(
         let live = shared
             .state()
             .store
-            .get(&kind.id, &key)
+            .get(kind.storage_id(), &key)
             .map(|live| present::in_version(kind, version, live));
         let mut patched = match (patch_type, &live) {
             (PatchType::Apply, live) => {
@@ -113,15 +113,16 @@ pub async fn patch(
         let mut state = shared.state();
         let unchanged = state
             .store
-            .get(&kind.id, &key)
+            .get(kind.storage_id(), &key)
             .map(|now| meta::resource_version(now))
             == live.as_ref().map(meta::resource_version);
         if !unchanged {
             continue;
         }
         if live.is_none() {
+            let (storage, patched) = stored(&state, kind, patched);
             let created = state.create(
-                kind,
+                &storage,
                 context.target.namespace.as_deref(),
                 patched,
                 &writer,
@@ -129,18 +130,13 @@ pub async fn patch(
             );
             context.add_warnings(&state.take_warnings());
             let created = created?;
-            return Ok(json_response(
-                201,
-                &present::in_version(kind, version, &created),
-            ));
+            return Ok(object_response(201, context, kind, &created));
         }
-        let updated = state.update(kind, &key, patched, subresource, &writer, &options);
+        let (storage, patched) = stored(&state, kind, patched);
+        let updated = state.update(&storage, &key, patched, subresource, &writer, &options);
         context.add_warnings(&state.take_warnings());
         let updated = updated?;
-        return Ok(json_response(
-            200,
-            &present::in_version(kind, version, &updated),
-        ));
+        return Ok(object_response(200, context, kind, &updated));
     }
     Err(ApiError::stale_resource_version(&kind.id, &key.name))
 }

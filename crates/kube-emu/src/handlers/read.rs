@@ -26,7 +26,7 @@ pub fn get(
     let object = shared
         .state()
         .store
-        .get(&kind.id, &key)
+        .get(kind.storage_id(), &key)
         .cloned()
         .ok_or_else(|| ApiError::not_found(&kind.id, &key.name))?;
     let body = present::object(
@@ -61,6 +61,9 @@ impl Filter {
                 field_selector.push(',');
             }
             field_selector.push_str(&format!("metadata.name={name}"));
+        }
+        if let Some(view) = &kind.view {
+            field_selector = view.storage_field_selector(&field_selector);
         }
         let fields = FieldSelector::parse(&field_selector, &kind.field_labels)
             .map_err(ApiError::bad_request)?;
@@ -152,17 +155,15 @@ pub fn list(
         .map(|token| token.revision)
         .or(exact_revision)
         .unwrap_or_else(|| state.store.revision());
-    let snapshot =
-        state
-            .store
-            .snapshot(&kind.id, revision)
-            .map_err(|TooOld { requested, oldest }| {
-                if token.is_some() {
-                    ApiError::expired(EXPIRED_CONTINUE)
-                } else {
-                    ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
-                }
-            })?;
+    let snapshot = state.store.snapshot(kind.storage_id(), revision).map_err(
+        |TooOld { requested, oldest }| {
+            if token.is_some() {
+                ApiError::expired(EXPIRED_CONTINUE)
+            } else {
+                ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
+            }
+        },
+    )?;
     drop(state);
     let start = match &token {
         Some(token) => Bound::Excluded(token.after.clone()),

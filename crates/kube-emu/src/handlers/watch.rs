@@ -87,7 +87,7 @@ impl WatchStream {
 
     /// The event a change means to this watch, if any.
     fn translate(&self, change: &Change) -> Option<Bytes> {
-        if change.resource != self.kind.id {
+        if change.resource != *self.kind.storage_id() {
             return None;
         }
         let matches = |object: &Value| self.filter.matches(&ObjectKey::of(object), object);

@@ -6,9 +6,11 @@ use std::sync::Arc;
 use axum::body::Body;
 use http::Response;
 
-use super::{check_type_meta, decode_object, name_after_url, object_key, writer};
+use super::{
+    check_type_meta, decode_object, name_after_url, object_key, object_response, stored, writer,
+};
 use crate::admission::{self, Operation, Write};
-use crate::api::{RequestContext, Shared, json_response};
+use crate::api::{RequestContext, Shared};
 use crate::meta;
 use crate::present;
 use crate::registry::ResourceKind;
@@ -38,8 +40,9 @@ pub async fn create(
     };
     let created = {
         let mut state = shared.state();
+        let (storage, object) = stored(&state, kind, object);
         let created = state.create(
-            kind,
+            &storage,
             context.target.namespace.as_deref(),
             object,
             &writer(context, kind),
@@ -48,10 +51,7 @@ pub async fn create(
         context.add_warnings(&state.take_warnings());
         created?
     };
-    Ok(json_response(
-        201,
-        &present::in_version(kind, &context.target.version, &created),
-    ))
+    Ok(object_response(201, context, kind, &created))
 }
 
 pub async fn update(
@@ -67,7 +67,7 @@ pub async fn update(
     let old = shared
         .state()
         .store
-        .get(&kind.id, &key)
+        .get(kind.storage_id(), &key)
         .map(|old| present::in_version(kind, version, old));
     // A missing object is the update's 404, before admission as in kube-apiserver.
     if let Some(old) = &old {
@@ -87,8 +87,9 @@ pub async fn update(
     };
     let updated = {
         let mut state = shared.state();
+        let (storage, object) = stored(&state, kind, object);
         let updated = state.update(
-            kind,
+            &storage,
             &key,
             object,
             context.target.subresource.as_deref(),
@@ -98,8 +99,5 @@ pub async fn update(
         context.add_warnings(&state.take_warnings());
         updated?
     };
-    Ok(json_response(
-        200,
-        &present::in_version(kind, version, &updated),
-    ))
+    Ok(object_response(200, context, kind, &updated))
 }

@@ -37,7 +37,7 @@ pub fn apply(
     lists: &ListSemantics,
 ) -> Result<Value, PatchError> {
     let schema = &lists.root;
-    let config = scope_to_subresource(decode::apply_body(body)?, ctx, lists);
+    let config = scope_to_subresource(decode::apply_body(body, live.is_some())?, ctx, lists);
     let config = without_server_metadata(&config);
     let applied = ownable_field_set(&config, schema, Strictness::Reject).map_err(|error| {
         PatchError::Invalid(format!(

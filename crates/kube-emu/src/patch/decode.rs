@@ -11,8 +11,10 @@ pub fn json_body(body: &[u8], what: &str) -> Result<Value, PatchError> {
 }
 
 /// Parses an apply body, YAML or JSON, and checks it is a well-formed object: a map with
-/// `apiVersion`, `kind` and `metadata.name`, and no `metadata.managedFields`.
-pub fn apply_body(body: &[u8]) -> Result<Value, PatchError> {
+/// `apiVersion`, `kind`, and no `metadata.managedFields`. `metadata.name` may be left out when
+/// the object exists (the URL names it; kube-rs's own cluster tests apply such partial
+/// bodies), not when the apply creates it.
+pub fn apply_body(body: &[u8], exists: bool) -> Result<Value, PatchError> {
     let text = std::str::from_utf8(body).map_err(|error| {
         PatchError::BadRequest(format!("error decoding apply patch: not UTF-8: {error}"))
     })?;
@@ -42,10 +44,11 @@ pub fn apply_body(body: &[u8]) -> Result<Value, PatchError> {
         }
     }
     let metadata = object.get("metadata").and_then(Value::as_object);
-    if metadata
-        .and_then(|metadata| metadata.get("name"))
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
+    if !exists
+        && metadata
+            .and_then(|metadata| metadata.get("name"))
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
     {
         return Err(PatchError::BadRequest(
             "apply patch: metadata.name must be set to a non-empty string".to_owned(),
@@ -72,8 +75,11 @@ mod tests {
     fn yaml_and_json_bodies_decode_alike() {
         let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  port: \"80\"\n  n: 3\n";
         let json_text = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"port":"80","n":3}}"#;
-        assert_eq!(apply_body(yaml).unwrap(), apply_body(json_text).unwrap());
-        assert_eq!(apply_body(yaml).unwrap()["data"]["n"], json!(3));
+        assert_eq!(
+            apply_body(yaml, false).unwrap(),
+            apply_body(json_text, false).unwrap()
+        );
+        assert_eq!(apply_body(yaml, false).unwrap()["data"]["n"], json!(3));
     }
 
     #[test]
@@ -85,7 +91,20 @@ mod tests {
             b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  managedFields: []\n",
             b"{not json",
         ] {
-            assert!(matches!(apply_body(body), Err(PatchError::BadRequest(_))));
+            assert!(matches!(
+                apply_body(body, false),
+                Err(PatchError::BadRequest(_))
+            ));
         }
+    }
+
+    #[test]
+    fn an_apply_to_an_existing_object_may_leave_the_name_to_the_url() {
+        let partial = b"apiVersion: v1\nkind: ConfigMap\ndata:\n  a: b\n";
+        assert!(apply_body(partial, true).is_ok());
+        assert!(matches!(
+            apply_body(partial, false),
+            Err(PatchError::BadRequest(_))
+        ));
     }
 }

@@ -1,5 +1,6 @@
 //! The built-in kinds: the subset of Kubernetes' own API that Arbor and its tests use.
 
+use super::view::{Conversion, StorageView};
 use super::{ALL_VERBS, NameRule, ResourceId, ResourceKind, ScaleSubresource, ServedVersion};
 
 /// How a built-in kind differs from an ordinary namespaced kind with no status subresource.
@@ -17,6 +18,7 @@ struct Builtin {
     in_category_all: bool,
     field_labels: &'static [&'static str],
     scalable: bool,
+    field_subresources: &'static [(&'static str, &'static str)],
 }
 
 const fn namespaced(
@@ -39,6 +41,7 @@ const fn namespaced(
         in_category_all: false,
         field_labels: &[],
         scalable: false,
+        field_subresources: &[],
     }
 }
 
@@ -87,6 +90,14 @@ impl Builtin {
         self.field_labels = labels;
         self
     }
+    /// Subresources that write one field: `(subresource, field path)`.
+    const fn field_subresources(
+        mut self,
+        subresources: &'static [(&'static str, &'static str)],
+    ) -> Builtin {
+        self.field_subresources = subresources;
+        self
+    }
 }
 
 const EVENT_FIELDS: &[&str] = &[
@@ -126,6 +137,7 @@ fn table() -> Vec<Builtin> {
             .in_all()
             .short(&["po"])
             .with_status()
+            .field_subresources(&[("ephemeralcontainers", "spec.ephemeralContainers")])
             .fields(&[
                 "spec.nodeName",
                 "spec.restartPolicy",
@@ -216,6 +228,135 @@ fn table() -> Vec<Builtin> {
         )
         .cluster()
         .create_only(),
+        namespaced("authentication.k8s.io", "v1", "TokenReview", "tokenreviews")
+            .cluster()
+            .create_only(),
+        // The rest of Kubernetes 1.32's stored kinds. The emulator runs none of the controllers
+        // behind them (no kubelet, scheduler, endpoints or certificate signer): they are stored
+        // and served so clients that list, create or watch them get what kube-apiserver gives.
+        namespaced("", "v1", "Node", "nodes")
+            .cluster()
+            .short(&["no"])
+            .with_status()
+            .fields(&["spec.unschedulable"]),
+        namespaced("", "v1", "Endpoints", "endpoints").short(&["ep"]),
+        namespaced("", "v1", "PersistentVolume", "persistentvolumes")
+            .cluster()
+            .short(&["pv"])
+            .with_status(),
+        namespaced("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims")
+            .short(&["pvc"])
+            .with_status(),
+        namespaced("apiregistration.k8s.io", "v1", "APIService", "apiservices")
+            .cluster()
+            // `v1.` names the core group's APIService: a version and a group, not a DNS name.
+            .names(NameRule::PathSegment)
+            .with_status(),
+        namespaced("apps", "v1", "ControllerRevision", "controllerrevisions"),
+        namespaced(
+            "autoscaling",
+            "v2",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+        )
+        .in_all()
+        .short(&["hpa"])
+        .with_status(),
+        namespaced(
+            "certificates.k8s.io",
+            "v1",
+            "CertificateSigningRequest",
+            "certificatesigningrequests",
+        )
+        .cluster()
+        .short(&["csr"])
+        .with_status()
+        .field_subresources(&[("approval", "status.conditions")])
+        .fields(&["spec.signerName"]),
+        namespaced("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"),
+        namespaced("networking.k8s.io", "v1", "Ingress", "ingresses")
+            .short(&["ing"])
+            .with_status(),
+        namespaced("networking.k8s.io", "v1", "IngressClass", "ingressclasses").cluster(),
+        namespaced(
+            "networking.k8s.io",
+            "v1",
+            "NetworkPolicy",
+            "networkpolicies",
+        )
+        .short(&["netpol"]),
+        namespaced("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses").cluster(),
+        namespaced(
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+        )
+        .short(&["pdb"])
+        .with_status()
+        .with_generation(),
+        namespaced(
+            "scheduling.k8s.io",
+            "v1",
+            "PriorityClass",
+            "priorityclasses",
+        )
+        .cluster()
+        .short(&["pc"]),
+        namespaced("storage.k8s.io", "v1", "StorageClass", "storageclasses")
+            .cluster()
+            .short(&["sc"]),
+        namespaced("storage.k8s.io", "v1", "CSIDriver", "csidrivers").cluster(),
+        namespaced("storage.k8s.io", "v1", "CSINode", "csinodes").cluster(),
+        namespaced(
+            "storage.k8s.io",
+            "v1",
+            "CSIStorageCapacity",
+            "csistoragecapacities",
+        ),
+        namespaced(
+            "storage.k8s.io",
+            "v1",
+            "VolumeAttachment",
+            "volumeattachments",
+        )
+        .cluster()
+        .with_status(),
+        namespaced(
+            ADMISSION,
+            "v1",
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+        )
+        .cluster()
+        .with_status()
+        .with_generation(),
+        namespaced(
+            ADMISSION,
+            "v1",
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        )
+        .cluster()
+        .with_generation(),
+        namespaced(
+            "flowcontrol.apiserver.k8s.io",
+            "v1",
+            "FlowSchema",
+            "flowschemas",
+        )
+        .cluster()
+        .with_status()
+        .with_generation(),
+        namespaced(
+            "flowcontrol.apiserver.k8s.io",
+            "v1",
+            "PriorityLevelConfiguration",
+            "prioritylevelconfigurations",
+        )
+        .cluster()
+        .with_status()
+        .with_generation(),
     ]
 }
 
@@ -255,6 +396,12 @@ pub(super) fn kinds() -> Vec<ResourceKind> {
             name_rule: builtin.name_rule,
             tracks_generation: builtin.generation,
             field_labels: builtin.field_labels.to_vec(),
+            field_subresources: builtin.field_subresources.to_vec(),
+            // kube-apiserver stores events.k8s.io Events with the core ones.
+            view: (builtin.group == "events.k8s.io").then(|| StorageView {
+                storage: ResourceId::new("", "events"),
+                conversion: Conversion::Events,
+            }),
             custom: false,
         })
         .collect()

@@ -85,6 +85,8 @@ pub fn kind_from_crd(crd: &Value) -> Result<ResourceKind, Vec<Cause>> {
         name_rule: NameRule::Subdomain,
         tracks_generation: true,
         field_labels: Vec::new(),
+        field_subresources: Vec::new(),
+        view: None,
         custom: true,
     })
 }
