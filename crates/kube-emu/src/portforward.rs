@@ -179,7 +179,7 @@ fn requested_ports(query: &Query) -> Result<Vec<u16>, ApiError> {
         .collect()
 }
 
-fn header_text<'a>(headers: &'a HeaderMap, name: header::HeaderName) -> &'a str {
+fn header_text(headers: &HeaderMap, name: header::HeaderName) -> &str {
     headers
         .get(name)
         .and_then(|value| value.to_str().ok())
