@@ -172,39 +172,39 @@ async fn release_without_controllers(deny: &str) -> (KubeEmu, tempfile::TempDir,
     (emu, dir, kubeconfig.display().to_string())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_port_forward_rbac_forbids_names_the_permission_and_the_operator_cluster_role() {
-    let (_emu, _dir, kubeconfig) =
-        release_without_controllers("deny verb=create resource=pods/portforward").await;
+/// `arborctl status --kubeconfig` against [`release_without_controllers`] with `deny` fails
+/// saying each of `expected`.
+async fn status_refused_under(deny: &str, expected: &[&str]) {
+    let (_emu, _dir, kubeconfig) = release_without_controllers(deny).await;
     let refused = arborctl(
         Path::new("/dev/null"),
         &["status", "--kubeconfig", &kubeconfig],
     )
     .await;
-    assert_fails_saying(
-        &refused,
+    assert_fails_saying(&refused, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_forward_rbac_forbids_names_the_permission_and_the_operator_cluster_role() {
+    status_refused_under(
+        "deny verb=create resource=pods/portforward",
         &[
             "RBAC forbids get and create pods/portforward in namespace arbor-system",
             "cannot create resource \"pods/portforward\"",
             "ClusterRole arbor-operator",
         ],
-    );
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reading_the_operators_secret_forbidden_names_the_secret_and_the_role() {
-    let (_emu, _dir, kubeconfig) =
-        release_without_controllers("deny verb=get resource=secrets").await;
-    let refused = arborctl(
-        Path::new("/dev/null"),
-        &["status", "--kubeconfig", &kubeconfig],
-    )
-    .await;
-    assert_fails_saying(
-        &refused,
+    status_refused_under(
+        "deny verb=get resource=secrets",
         &[
             "RBAC forbids get secrets \"arbor-operator-tls\" in namespace arbor-system",
             "ClusterRole arbor-operator",
         ],
-    );
+    )
+    .await;
 }

@@ -64,20 +64,19 @@ async fn bytes_reach_the_pods_address_and_come_back() {
     let echo = echo_server().await;
     let pods = running_pod(&client, "app", &format!("9090={echo}")).await;
 
+    assert_eq!(round_trip(&pods, "hello").await, "echo: hello");
+    // A second forward over a new connection works as well: every connection is its own.
+    assert_eq!(round_trip(&pods, "again").await, "echo: again");
+}
+
+/// Sends `text` to port 9090 of pod `app` over a new port-forward; what comes back.
+async fn round_trip(pods: &Api<Pod>, text: &str) -> String {
     let mut forwarder = pods.portforward("app", &[9090]).await.unwrap();
     let mut stream = forwarder.take_stream(9090).expect("a stream for 9090");
-    stream.write_all(b"hello").await.unwrap();
-    let mut answer = vec![0u8; b"echo: hello".len()];
+    stream.write_all(text.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; "echo: ".len() + text.len()];
     stream.read_exact(&mut answer).await.unwrap();
-    assert_eq!(answer, b"echo: hello");
-
-    // A second forward over a new connection works as well: every connection is its own.
-    let mut second = pods.portforward("app", &[9090]).await.unwrap();
-    let mut stream = second.take_stream(9090).unwrap();
-    stream.write_all(b"again").await.unwrap();
-    let mut answer = vec![0u8; b"echo: again".len()];
-    stream.read_exact(&mut answer).await.unwrap();
-    assert_eq!(answer, b"echo: again");
+    String::from_utf8(answer).unwrap()
 }
 
 #[tokio::test]
