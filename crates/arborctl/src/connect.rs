@@ -15,6 +15,13 @@
 //! `--tls-ca`, presenting `--tls-cert`/`--tls-key` when the servers require client
 //! certificates (mutual TLS, as in a cluster).
 //!
+//! With a cluster instead of addresses (`--kubeconfig` and/or `--context`, or an arborctl
+//! context naming a kubeconfig), a service without an address is reached through the API
+//! server's port-forward to one of its ready pods, with the operators' certificate from the
+//! chart's Secret ([`crate::cluster`]). Given by flag, the cluster wins over the arborctl
+//! context's addresses and TLS files (they belong to another installation); an address given
+//! by flag or `ARBOR_*` variable still wins for its own service.
+//!
 //! Failures become a [`RemoteError`] whose message names the service, its address and the
 //! cause in words an operator can act on (connection refused, unknown CA, server name mismatch,
 //! missing client certificate); the underlying error chain stays attached as its `source`, for
@@ -31,6 +38,7 @@ use clap::Args;
 use rustls::{AlertDescription, CertificateError};
 use tonic::transport::Channel;
 
+use crate::cluster::{ClusterError, ClusterTarget, DEFAULT_NAMESPACE, DEFAULT_RELEASE, Forward};
 use crate::context::{Context, ContextError};
 
 /// Default address of arbor-gitsync's SyncService.
@@ -62,6 +70,16 @@ impl Service {
             Self::Hierarchy => "--hierarchy-addr",
             Self::Observer => "--observer-addr",
             Self::Policy => "--policy-addr",
+        }
+    }
+
+    /// The chart's name of the component serving it (`<fullname>-<component>`).
+    pub fn component(self) -> &'static str {
+        match self {
+            Self::Sync => "gitsync",
+            Self::Hierarchy => "hierarchy",
+            Self::Observer => "observer",
+            Self::Policy => "webhook",
         }
     }
 }
@@ -117,38 +135,85 @@ pub struct ConnectionArgs {
     /// PEM CA bundle the services' certificates must chain to.
     #[arg(long, env = "ARBOR_TLS_CA")]
     pub tls_ca: Option<PathBuf>,
+
+    /// Reach the services through this kubeconfig's API server (port-forward to their pods)
+    /// instead of addresses.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use (implies reaching the services through the API server).
+    #[arg(long)]
+    pub context: Option<String>,
+
+    /// The namespace Arbor is installed in [default: the context's, else arbor-system].
+    #[arg(long, env = "ARBOR_NAMESPACE")]
+    pub arbor_namespace: Option<String>,
+
+    /// The Helm release name of Arbor [default: the context's, else arbor].
+    #[arg(long, env = "ARBOR_RELEASE")]
+    pub release: Option<String>,
 }
 
-/// Where to reach the services, every setting decided.
+/// Where to reach the services, every setting decided. A service without an address is
+/// reached through `cluster` (one of the two is always there).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
-    pub gitsync_addr: String,
-    pub hierarchy_addr: String,
-    pub observer_addr: String,
-    pub policy_addr: String,
+    pub gitsync_addr: Option<String>,
+    pub hierarchy_addr: Option<String>,
+    pub observer_addr: Option<String>,
+    pub policy_addr: Option<String>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub tls_ca: Option<PathBuf>,
     /// The context the settings not given by flag or variable came from.
     pub context: Option<String>,
+    /// The cluster Arbor runs in, when known: services without an address are reached
+    /// through its API server.
+    pub cluster: Option<ClusterTarget>,
 }
 
 impl ConnectionArgs {
-    /// Every setting decided: flag or variable, else `context`, else the default.
+    /// Every setting decided: flag or variable, else `context`, else the default (see the
+    /// module docs for how a cluster takes the place of the defaults).
     pub fn resolve_with(&self, context: Option<&Context>) -> Result<Resolved, ContextError> {
+        // A cluster named by flag is another installation than the context's: its addresses
+        // and TLS files are not used for it.
+        let cluster_by_flag = self.kubeconfig.is_some() || self.context.is_some();
+        let addresses_from = if cluster_by_flag { None } else { context };
+        let cluster = if cluster_by_flag {
+            Some((self.kubeconfig.clone(), self.context.clone()))
+        } else {
+            context
+                .filter(|c| c.kubeconfig.is_some() || c.kube_context.is_some())
+                .map(|c| (c.kubeconfig.clone(), c.kube_context.clone()))
+        };
+        let cluster = cluster.map(|(kubeconfig, kube_context)| ClusterTarget {
+            kubeconfig,
+            kube_context,
+            namespace: self
+                .arbor_namespace
+                .clone()
+                .or_else(|| context.and_then(|c| c.arbor_namespace.clone()))
+                .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned()),
+            release: self
+                .release
+                .clone()
+                .or_else(|| context.and_then(|c| c.release.clone()))
+                .unwrap_or_else(|| DEFAULT_RELEASE.to_owned()),
+        });
         let pick =
             |given: &Option<String>, from_context: Option<&Option<String>>, default: &str| {
                 given
                     .clone()
                     .or_else(|| from_context.cloned().flatten())
-                    .unwrap_or_else(|| default.to_owned())
+                    .or_else(|| cluster.is_none().then(|| default.to_owned()))
             };
         // A certificate and its key travel together: a flag for one of them never pairs with
         // the context's other.
         let (tls_cert, tls_key) = match (&self.tls_cert, &self.tls_key) {
             (None, None) => (
-                context.and_then(|c| c.tls_cert.clone()),
-                context.and_then(|c| c.tls_key.clone()),
+                addresses_from.and_then(|c| c.tls_cert.clone()),
+                addresses_from.and_then(|c| c.tls_key.clone()),
             ),
             (Some(cert), Some(key)) => (Some(cert.clone()), Some(key.clone())),
             (Some(_), None) => {
@@ -167,22 +232,22 @@ impl ConnectionArgs {
         Ok(Resolved {
             gitsync_addr: pick(
                 &self.gitsync_addr,
-                context.map(|c| &c.gitsync_addr),
+                addresses_from.map(|c| &c.gitsync_addr),
                 DEFAULT_GITSYNC_ADDR,
             ),
             hierarchy_addr: pick(
                 &self.hierarchy_addr,
-                context.map(|c| &c.hierarchy_addr),
+                addresses_from.map(|c| &c.hierarchy_addr),
                 DEFAULT_HIERARCHY_ADDR,
             ),
             observer_addr: pick(
                 &self.observer_addr,
-                context.map(|c| &c.observer_addr),
+                addresses_from.map(|c| &c.observer_addr),
                 DEFAULT_OBSERVER_ADDR,
             ),
             policy_addr: pick(
                 &self.policy_addr,
-                context.map(|c| &c.policy_addr),
+                addresses_from.map(|c| &c.policy_addr),
                 DEFAULT_POLICY_ADDR,
             ),
             tls_cert,
@@ -190,8 +255,9 @@ impl ConnectionArgs {
             tls_ca: self
                 .tls_ca
                 .clone()
-                .or_else(|| context.and_then(|c| c.tls_ca.clone())),
+                .or_else(|| addresses_from.and_then(|c| c.tls_ca.clone())),
             context: context.map(|c| c.name.clone()),
+            cluster,
         })
     }
 
@@ -209,20 +275,28 @@ impl ConnectionArgs {
 }
 
 impl Resolved {
-    /// The address of `service`.
-    pub fn address(&self, service: Service) -> &str {
+    /// The address of `service`; none when it is reached through the cluster.
+    pub fn address(&self, service: Service) -> Option<&str> {
         match service {
-            Service::Sync => &self.gitsync_addr,
-            Service::Hierarchy => &self.hierarchy_addr,
-            Service::Observer => &self.observer_addr,
-            Service::Policy => &self.policy_addr,
+            Service::Sync => self.gitsync_addr.as_deref(),
+            Service::Hierarchy => self.hierarchy_addr.as_deref(),
+            Service::Observer => self.observer_addr.as_deref(),
+            Service::Policy => self.policy_addr.as_deref(),
         }
     }
 
     /// Connects to `service` now, so that an unreachable service or a TLS problem is reported
     /// before any request is made.
     pub async fn connect(&self, service: Service) -> Result<Remote, RemoteError> {
-        let address = self.address(service).to_owned();
+        match (self.address(service), &self.cluster) {
+            (Some(address), _) => self.dial(service, address).await,
+            (None, Some(cluster)) => self.through_cluster(service, cluster).await,
+            (None, None) => self.dial(service, default_address(service)).await,
+        }
+    }
+
+    async fn dial(&self, service: Service, address: &str) -> Result<Remote, RemoteError> {
+        let address = address.to_owned();
         let tls_args = TlsArgs {
             cert: self.tls_cert.clone(),
             key: self.tls_key.clone(),
@@ -253,6 +327,75 @@ impl Resolved {
                 source,
             }),
         }
+    }
+
+    /// Through the API server's port-forward to a ready pod, TLS verified for the Service's
+    /// DNS name, with the operators' certificate unless TLS files were named.
+    async fn through_cluster(
+        &self,
+        service: Service,
+        cluster: &ClusterTarget,
+    ) -> Result<Remote, RemoteError> {
+        let in_cluster = |source| RemoteError::Cluster { service, source };
+        let files = TlsArgs {
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+            ca: self.tls_ca.clone(),
+        };
+        let need_secret = self.tls_cert.is_none() || self.tls_ca.is_none();
+        let forward = Forward::open(cluster, service, need_secret)
+            .await
+            .map_err(in_cluster)?;
+        let address = forward.describe();
+        let setup = |source| RemoteError::Setup {
+            service,
+            address: address.clone(),
+            source,
+        };
+        let given = TlsMaterial::load(&files)
+            .map_err(setup)?
+            .unwrap_or_default();
+        let secret = forward.secret_material.clone().unwrap_or_default();
+        let (cert_pem, key_pem) = match given.cert_pem {
+            Some(cert) => (Some(cert), given.key_pem),
+            None => (secret.cert_pem, secret.key_pem),
+        };
+        let material = TlsMaterial {
+            cert_pem,
+            key_pem,
+            ca_pem: given.ca_pem.or(secret.ca_pem),
+        };
+        let endpoint = grpc::endpoint(&forward.url(), Some(&material))
+            .map_err(setup)?
+            .connect_timeout(CONNECT_TIMEOUT);
+        match endpoint.connect_with_connector(forward.connector()).await {
+            Ok(channel) => Ok(Remote {
+                service,
+                address,
+                channel,
+                anonymous_tls: false,
+            }),
+            Err(source) => Err(match forward.pod_side_error().await {
+                Some(pod_side) => in_cluster(pod_side),
+                None => RemoteError::Unreachable {
+                    service,
+                    cause: Cause::of(&source),
+                    context: self.context.clone(),
+                    address,
+                    source,
+                },
+            }),
+        }
+    }
+}
+
+/// The loopback address `service` has when nothing else says where it is.
+fn default_address(service: Service) -> &'static str {
+    match service {
+        Service::Sync => DEFAULT_GITSYNC_ADDR,
+        Service::Hierarchy => DEFAULT_HIERARCHY_ADDR,
+        Service::Observer => DEFAULT_OBSERVER_ADDR,
+        Service::Policy => DEFAULT_POLICY_ADDR,
     }
 }
 
@@ -300,6 +443,11 @@ pub enum RemoteError {
         /// The context the address came from, if it was not given by flag or variable.
         context: Option<String>,
         source: tonic::transport::Error,
+    },
+    #[error("cannot reach {service} through the cluster: {source}")]
+    Cluster {
+        service: Service,
+        source: ClusterError,
     },
     #[error("{service} at {address}: {rpc} failed: {cause}")]
     Call {
@@ -518,6 +666,77 @@ mod tests {
             Cause::of(boxed.as_ref()),
             Cause::Other("disk on fire".into())
         );
+    }
+
+    fn demo_context() -> Context {
+        Context {
+            name: "arbor-demo".into(),
+            gitsync_addr: Some("https://127.0.0.1:4001".into()),
+            tls_cert: Some("/demo/arborctl.crt".into()),
+            tls_key: Some("/demo/arborctl.key".into()),
+            tls_ca: Some("/demo/ca.crt".into()),
+            kubeconfig: Some("/demo/kubeconfig".into()),
+            ..Context::default()
+        }
+    }
+
+    #[test]
+    fn a_kubeconfig_alone_reaches_every_service_through_the_cluster() {
+        let args = ConnectionArgs {
+            kubeconfig: Some("/home/me/.kube/config".into()),
+            ..ConnectionArgs::default()
+        };
+        let resolved = args.resolve_with(None).unwrap();
+        for service in [
+            Service::Sync,
+            Service::Hierarchy,
+            Service::Observer,
+            Service::Policy,
+        ] {
+            assert_eq!(resolved.address(service), None, "{service}");
+        }
+        let cluster = resolved.cluster.unwrap();
+        assert_eq!(cluster.namespace, "arbor-system");
+        assert_eq!(cluster.release, "arbor");
+        assert_eq!(cluster.kube_context, None);
+    }
+
+    #[test]
+    fn a_context_with_addresses_and_a_kubeconfig_dials_the_addresses() {
+        let resolved = ConnectionArgs::default()
+            .resolve_with(Some(&demo_context()))
+            .unwrap();
+        assert_eq!(
+            resolved.address(Service::Sync),
+            Some("https://127.0.0.1:4001")
+        );
+        // What the context does not address is reached through its cluster.
+        assert_eq!(resolved.address(Service::Observer), None);
+        assert!(resolved.cluster.is_some());
+    }
+
+    #[test]
+    fn a_cluster_given_by_flag_ignores_the_contexts_addresses_and_files() {
+        let args = ConnectionArgs {
+            context: Some("prod".into()),
+            arbor_namespace: Some("platform".into()),
+            ..ConnectionArgs::default()
+        };
+        let resolved = args.resolve_with(Some(&demo_context())).unwrap();
+        assert_eq!(resolved.address(Service::Sync), None);
+        assert_eq!(resolved.tls_cert, None);
+        assert_eq!(resolved.tls_ca, None);
+        let cluster = resolved.cluster.unwrap();
+        assert_eq!(cluster.kube_context.as_deref(), Some("prod"));
+        assert_eq!(cluster.kubeconfig, None);
+        assert_eq!(cluster.namespace, "platform");
+    }
+
+    #[test]
+    fn without_a_cluster_the_loopback_defaults_stay() {
+        let resolved = ConnectionArgs::default().resolve_with(None).unwrap();
+        assert_eq!(resolved.address(Service::Policy), Some(DEFAULT_POLICY_ADDR));
+        assert_eq!(resolved.cluster, None);
     }
 
     #[test]

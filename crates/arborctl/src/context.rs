@@ -17,7 +17,16 @@
 //!     tls-key: /home/me/arbor/.demo/tls/arborctl.key
 //!     tls-ca: /home/me/arbor/.demo/tls/ca.crt
 //!     kubeconfig: /home/me/arbor/.demo/kubeconfig
+//!   - name: production
+//!     kubeconfig: /home/me/.kube/config
+//!     kube-context: prod
+//!     arbor-namespace: arbor-system
+//!     release: arbor
 //! ```
+//!
+//! A context with a kubeconfig (or a kube-context) and no addresses, like `production`
+//! above, reaches each component through that cluster's API server ([`crate::cluster`]):
+//! `arborctl context set production --kubeconfig ~/.kube/config --kube-context prod`.
 //!
 //! A remote command takes each setting from, in this order: its flag, its `ARBOR_*` variable,
 //! the context chosen by `--arbor-context` / `ARBOR_CONTEXT` (else the file's current context),
@@ -76,6 +85,13 @@ pub struct Context {
     /// The context of that kubeconfig to use; its current context when left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kube_context: Option<String>,
+    /// The namespace Arbor is installed in (for reaching it through the cluster); default
+    /// `arbor-system`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arbor_namespace: Option<String>,
+    /// The Helm release name of Arbor; default `arbor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
 }
 
 /// Why the config file could not be used.
@@ -299,6 +315,10 @@ struct SetArgs {
     kubeconfig: Option<PathBuf>,
     #[arg(long)]
     kube_context: Option<String>,
+    #[arg(long)]
+    arbor_namespace: Option<String>,
+    #[arg(long)]
+    release: Option<String>,
     /// Make it the current context too.
     #[arg(long)]
     current: bool,
@@ -349,6 +369,8 @@ pub fn run(args: &ContextArgs) -> anyhow::Result<()> {
             replace(&mut context.observer_addr, &set.observer_addr);
             replace(&mut context.policy_addr, &set.policy_addr);
             replace(&mut context.kube_context, &set.kube_context);
+            replace(&mut context.arbor_namespace, &set.arbor_namespace);
+            replace(&mut context.release, &set.release);
             for (slot, value) in [
                 (&mut context.tls_cert, &set.tls_cert),
                 (&mut context.tls_key, &set.tls_key),

@@ -94,10 +94,12 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<()> {
 /// Where this system's services are, for the summary's own gRPC calls and the demo's context.
 fn connection(system: &System) -> Resolved {
     let url = |controller: &Option<arbor_testkit::system::Controller>| {
-        controller
-            .as_ref()
-            .map(arbor_testkit::system::Controller::grpc_url)
-            .unwrap_or_default()
+        Some(
+            controller
+                .as_ref()
+                .map(arbor_testkit::system::Controller::grpc_url)
+                .unwrap_or_default(),
+        )
     };
     Resolved {
         gitsync_addr: url(&system.gitsync),
@@ -108,6 +110,7 @@ fn connection(system: &System) -> Resolved {
         tls_key: Some(system.client_identity.key.clone()),
         tls_ca: Some(system.tls.ca()),
         context: Some(DEMO_CONTEXT.to_owned()),
+        cluster: None,
     }
 }
 
@@ -117,15 +120,17 @@ fn connection(system: &System) -> Resolved {
 fn save_demo_context(system: &System, connection: &Resolved) -> anyhow::Result<std::path::PathBuf> {
     Ok(context::save_as_current(Context {
         name: DEMO_CONTEXT.to_owned(),
-        gitsync_addr: Some(connection.gitsync_addr.clone()),
-        hierarchy_addr: Some(connection.hierarchy_addr.clone()),
-        observer_addr: Some(connection.observer_addr.clone()),
-        policy_addr: Some(connection.policy_addr.clone()),
+        gitsync_addr: connection.gitsync_addr.clone(),
+        hierarchy_addr: connection.hierarchy_addr.clone(),
+        observer_addr: connection.observer_addr.clone(),
+        policy_addr: connection.policy_addr.clone(),
         tls_cert: connection.tls_cert.clone(),
         tls_key: connection.tls_key.clone(),
         tls_ca: connection.tls_ca.clone(),
         kubeconfig: Some(system.kubeconfig.clone()),
         kube_context: None,
+        arbor_namespace: None,
+        release: None,
     })?)
 }
 

@@ -5,8 +5,9 @@
 //! running controllers over gRPC: `status`, `sync` and `diff` (arbor-gitsync), `tree` (arbor-hierarchy),
 //! `explain` (both), `drift` (arbor-observer). They find the controllers through the current
 //! context of the arborctl config file ([`context`]; `arborctl demo` writes one), which flags
-//! and `ARBOR_*` variables override ([`connect`]); `-o json|yaml` prints the answer for
-//! scripts.
+//! and `ARBOR_*` variables override ([`connect`]); with only a kubeconfig they reach the
+//! controllers through the API server's port-forward ([`cluster`]). `-o json|yaml` prints the
+//! answer for scripts.
 //!
 //! The same program is installed as `kubectl-arbor`, so with it on the `PATH` kubectl runs it as
 //! a plugin: `kubectl arbor status`, `kubectl arbor tree team-a`,
@@ -17,6 +18,7 @@
 //! Each subcommand lives in its own module with its `Args` and a `run` function; this file only
 //! dispatches.
 
+pub mod cluster;
 mod completions;
 pub mod connect;
 pub mod context;

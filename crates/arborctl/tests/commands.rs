@@ -385,6 +385,8 @@ async fn the_kubectl_plugin_is_the_same_cli_named_kubectl_arbor() {
     let address = server.plain_address();
     let plugin = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-arbor"))
         .args(["tree", "team-a", "--hierarchy-addr", &address])
+        // The machine user's own contexts (the demo writes one) stay out of the test.
+        .env("ARBORCONFIG", "/dev/null")
         .kill_on_drop(true)
         .output();
     let output = tokio::time::timeout(std::time::Duration::from_secs(60), plugin)

@@ -21,6 +21,9 @@ const WRITE_VERBS: [&str; 7] = [
     "escalate",
 ];
 
+/// The ClusterRole arborctl's users are bound to (release `arbor`).
+const OPERATOR_ROLE: &str = "arbor-operator";
+
 fn cluster_rules(rendered: &Rendered, component: &str) -> Vec<PolicyRule> {
     let role: ClusterRole = rendered.get("ClusterRole", &component_name(component));
     role.rules.unwrap_or_default()
@@ -81,6 +84,8 @@ fn each_component_runs_as_its_own_service_account_bound_only_to_its_own_roles() 
                         )
                     }),
             );
+        // The operators' binding is to people, not to a component (its own test below).
+        let bindings = bindings.filter(|(_, role, _)| role != OPERATOR_ROLE);
         for (binding, role, subjects) in bindings {
             let subjects = subjects.unwrap_or_default();
             assert_eq!(
@@ -468,4 +473,66 @@ fn the_observer_may_read_exactly_the_kinds_it_watches_for_drift() {
         "applications/finalizers",
         "update"
     ));
+}
+
+/// issue #19 item 2: the operators may read exactly their certificate's Secret and the
+/// components' Services, list pods and port-forward, in the release namespace only, and
+/// nothing else.
+#[test]
+fn operators_may_read_their_certificate_and_port_forward_in_the_release_namespace_only() {
+    for set in value_sets::all() {
+        let rendered = render(&set);
+        let role: ClusterRole = rendered.get("ClusterRole", OPERATOR_ROLE);
+        let rules = role.rules.unwrap_or_default();
+        for rule in &rules {
+            assert_eq!(rule.api_groups.as_deref(), Some(&[String::new()][..]));
+            let resources = rule.resources.clone().unwrap_or_default();
+            let names = rule.resource_names.clone().unwrap_or_default();
+            match resources.as_slice() {
+                [resource] if resource == "secrets" => {
+                    assert_eq!(names, ["arbor-operator-tls"], "[{}]", set.name);
+                    assert_eq!(rule.verbs, ["get"], "[{}]", set.name);
+                }
+                [resource] if resource == "services" => {
+                    assert!(!names.is_empty(), "[{}] services by name", set.name);
+                    for name in &names {
+                        assert!(
+                            COMPONENTS
+                                .iter()
+                                .any(|component| *name == component_name(component)),
+                            "[{}] {name} is not a component's Service",
+                            set.name
+                        );
+                    }
+                    assert_eq!(rule.verbs, ["get"], "[{}]", set.name);
+                }
+                [resource] if resource == "pods" => assert_eq!(rule.verbs, ["list"]),
+                [resource] if resource == "pods/portforward" => {
+                    assert_eq!(rule.verbs, ["get", "create"], "[{}]", set.name);
+                }
+                other => panic!("[{}] unexpected operator rule on {other:?}", set.name),
+            }
+        }
+        assert!(grants(&rules, "", "pods/portforward", "create"));
+        assert!(grants(&rules, "", "pods", "list"));
+        assert!(
+            rendered
+                .typed_of_kind::<ClusterRoleBinding>("ClusterRoleBinding")
+                .iter()
+                .all(|binding| binding.role_ref.name != OPERATOR_ROLE),
+            "[{}] the operator role is never bound cluster-wide",
+            set.name
+        );
+        let binding: RoleBinding = rendered.get("RoleBinding", OPERATOR_ROLE);
+        assert_eq!(binding.metadata.namespace.as_deref(), Some(NAMESPACE));
+        assert_eq!(binding.role_ref.kind, "ClusterRole");
+        let subjects = binding.subjects.unwrap_or_default();
+        assert!(
+            subjects
+                .iter()
+                .any(|subject| subject.kind == "Group" && subject.name == "arbor-operators"),
+            "[{}] {subjects:?}",
+            set.name
+        );
+    }
 }

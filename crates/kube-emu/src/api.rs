@@ -151,6 +151,13 @@ where
         .ok_or_else(ApiError::unauthorized)?;
     let identity =
         crate::impersonation::identity_of(identity, request.headers(), shared.authorizer.as_ref())?;
+    // A port-forward upgrades the connection instead of answering it (see `portforward`).
+    if let Route::Resource(target) = &route
+        && crate::portforward::is_portforward(target)
+    {
+        let target = target.clone();
+        return crate::portforward::serve(shared, identity, target, query, request).await;
+    }
     let (parts, body) = request.into_parts();
     let body = body
         .collect()

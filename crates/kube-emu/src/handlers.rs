@@ -145,7 +145,7 @@ fn request_attributes(context: &RequestContext, verb: Verb) -> Attributes {
 }
 
 /// Asks the authorizer; a denial is kube's 403 wording.
-fn authorize(
+pub(crate) fn authorize(
     shared: &Shared,
     context: &RequestContext,
     kind: &ResourceKind,

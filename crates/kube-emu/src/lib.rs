@@ -41,6 +41,11 @@
 //! [`patch`]. The emulator's own endpoints live under `/__emu/` (faults and the request report,
 //! see the `admin` module's docs).
 //!
+//! A pod's `portforward` subresource is served over WebSocket (`v4.channel.k8s.io`, as kube-rs
+//! and the kubelet speak it) and bridged to the loopback addresses a test names in the Pod's
+//! [`portforward::ADDRESS_ANNOTATION`]: the emulator's stand-in for a kubelet (see
+//! [`portforward`]).
+//!
 //! ## Use from tests
 //!
 //! Start a server on a free loopback port, build whatever client the test needs from its
@@ -124,6 +129,7 @@ mod managed;
 mod meta;
 mod openapi;
 pub mod patch;
+pub mod portforward;
 mod present;
 mod protobuf;
 mod registry;

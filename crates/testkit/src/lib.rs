@@ -14,6 +14,9 @@
 //! - [`cluster`]: applying YAML to a cluster, and bounded polling;
 //! - [`system`]: `arbor-kube-emu` and the four controllers as processes, wired to each other
 //!   over gRPC with mutual TLS: what `arborctl demo` runs and what the end-to-end tests start.
+//! - [`release`]: the running system published in the emulator as the Helm chart's release
+//!   would look (Services, ready pods whose ports the emulator port-forwards to the processes,
+//!   the operators' certificate Secret), for arborctl's way in through a kubeconfig alone.
 //!
 //! Functions that wait take a timeout and fail with [`Error::Timeout`], naming what they
 //! waited for, so nothing in a test or the demo can hang.
@@ -25,6 +28,7 @@ pub mod git_http;
 pub mod git_repo;
 pub mod ports;
 pub mod process;
+pub mod release;
 pub mod system;
 pub mod tls;
 

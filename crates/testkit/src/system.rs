@@ -286,7 +286,9 @@ impl System {
         name: &str,
         extra: Vec<std::ffi::OsString>,
     ) -> Result<Controller, Error> {
-        let identity = self.tls.issue(name)?;
+        let identity = self
+            .tls
+            .issue_with_names(name, &crate::release::service_dns_names(name))?;
         let (admin, grpc) = (free_addr()?, free_addr()?);
         let binary = format!("arbor-{name}");
         let process = ProcessSpec::new(

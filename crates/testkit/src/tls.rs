@@ -1,5 +1,7 @@
 //! Mutual-TLS material as files: one certificate authority and, per component, a certificate
-//! that serves and authenticates as a client, valid for `localhost` and `127.0.0.1`.
+//! that serves and authenticates as a client, valid for `localhost` and `127.0.0.1` (and, for
+//! a component, for its Service's DNS names as the chart issues them, so that a client that
+//! reaches it through a port-forward verifies the same name as in a cluster).
 //!
 //! The files are the ones the controllers' `--tls-cert`, `--tls-key` and `--tls-client-ca`
 //! flags and arborctl's `--tls-*` flags take.
@@ -51,7 +53,16 @@ impl TlsFiles {
 
     /// Issues `<dir>/<name>.crt` and `<dir>/<name>.key` for `name`.
     pub fn issue(&self, name: &str) -> Result<Identity, Error> {
-        let issued = self.authority.issue(name, &LOOPBACK_NAMES)?;
+        self.issue_with_names(name, &[])
+    }
+
+    /// Like [`TlsFiles::issue`], valid for `extra_names` too.
+    pub fn issue_with_names(&self, name: &str, extra_names: &[String]) -> Result<Identity, Error> {
+        let names: Vec<&str> = LOOPBACK_NAMES
+            .into_iter()
+            .chain(extra_names.iter().map(String::as_str))
+            .collect();
+        let issued = self.authority.issue(name, &names)?;
         let identity = Identity {
             cert: self.dir.join(format!("{name}.crt")),
             key: self.dir.join(format!("{name}.key")),
