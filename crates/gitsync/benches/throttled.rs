@@ -53,6 +53,8 @@ struct Run {
     /// gitsync's requests the server answered with success during the run: what a sync costs
     /// in requests, each of which a throttling server makes wait.
     served: usize,
+    /// The same requests by verb and resource, for telling where a sync's requests go.
+    by_kind: std::collections::BTreeMap<String, usize>,
 }
 
 impl Run {
@@ -122,16 +124,26 @@ async fn sync(
             .count();
         let elapsed = started.elapsed();
         if applied == count || elapsed > limit {
-            let served = emu
-                .requests()
-                .snapshot()
+            let records = emu.requests().snapshot();
+            let served: Vec<_> = records
                 .iter()
                 .filter(|record| record.identity == GITSYNC_USER && record.code < 300)
-                .count();
+                .collect();
+            let mut by_kind = std::collections::BTreeMap::new();
+            for record in &served {
+                let resource = match record.subresource.as_str() {
+                    "" => record.resource.clone(),
+                    sub => format!("{}/{sub}", record.resource),
+                };
+                *by_kind
+                    .entry(format!("{} {resource}", record.verb))
+                    .or_insert(0) += 1;
+            }
             return Ok(Run {
                 applied,
                 elapsed,
-                served,
+                served: served.len(),
+                by_kind,
             });
         }
         running.context().registry.request_round(&source);
@@ -233,6 +245,16 @@ async fn main() -> anyhow::Result<()> {
         "| requests refused while throttled | 429: {}, 503: {} | | | |",
         fired.get(1).copied().unwrap_or(0),
         fired.get(2).copied().unwrap_or(0)
+    );
+    println!();
+    let breakdown: Vec<String> = baseline
+        .by_kind
+        .iter()
+        .map(|(kind, count)| format!("{kind} {count}"))
+        .collect();
+    println!(
+        "Requests served in the baseline, by verb and resource: {}.",
+        breakdown.join(", ")
     );
     println!();
     running.stop().await;
