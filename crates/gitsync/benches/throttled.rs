@@ -15,7 +15,9 @@
 //! refused objects otherwise waits for the source's poll interval). A run is cut after
 //! `ARBOR_BENCH_THROTTLED_LIMIT` seconds (default 300) and then reports the objects applied by
 //! then, so a controller that crawls still gives a figure. The storm is unbounded and the figure
-//! is bound by latency (Retry-After, backoff, 200 ms per request), not by CPU.
+//! is bound by latency (Retry-After, backoff, 200 ms per request), not by CPU;
+//! `ARBOR_BENCH_THROTTLED_REFUSALS=0` keeps the latency alone, which shows how far a round's
+//! requests overlap apart from retries.
 //!
 //! Prints markdown; run with `cargo bench -p arbor-gitsync --bench throttled`.
 
@@ -155,6 +157,7 @@ async fn sync(
 async fn main() -> anyhow::Result<()> {
     let count = setting("ARBOR_BENCH_THROTTLED_OBJECTS", 20) as usize;
     let limit = Duration::from_secs(setting("ARBOR_BENCH_THROTTLED_LIMIT", 300));
+    let refusals = setting("ARBOR_BENCH_THROTTLED_REFUSALS", 1) != 0;
     let emu = KubeEmu::start().await?;
     let admin = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
     arbor_testkit::cluster::install_crds(&admin, limit).await?;
@@ -192,22 +195,20 @@ async fn main() -> anyhow::Result<()> {
     faults.inject(
         Fault::new(FaultEffect::Latency(Duration::from_millis(200))).identities(&[GITSYNC_USER]),
     );
-    faults.inject(
-        Fault::new(FaultEffect::Status {
-            code: 429,
-            rate: 0.7,
-            times: None,
-        })
-        .identities(&[GITSYNC_USER]),
-    );
-    faults.inject(
-        Fault::new(FaultEffect::Status {
-            code: 503,
-            rate: 0.25,
-            times: None,
-        })
-        .identities(&[GITSYNC_USER]),
-    );
+    // `ARBOR_BENCH_THROTTLED_REFUSALS=0` keeps the latency alone: how far the requests of a
+    // round overlap, apart from retries.
+    if refusals {
+        for (code, rate) in [(429, 0.7), (503, 0.25)] {
+            faults.inject(
+                Fault::new(FaultEffect::Status {
+                    code,
+                    rate,
+                    times: None,
+                })
+                .identities(&[GITSYNC_USER]),
+            );
+        }
+    }
     let storm = sync(
         &emu,
         &admin,
@@ -225,10 +226,17 @@ async fn main() -> anyhow::Result<()> {
         "## arbor-gitsync: a sync under throttling ({count} ConfigMaps, {FILES} files, one GitTrack each)"
     );
     println!();
-    println!(
-        "Throttled: gitsync's requests answered 429 at rate 0.7 and 503 at rate 0.25 (both `Retry-After: 1`), 200 ms latency on each; cut after {} s.",
-        limit.as_secs()
-    );
+    if refusals {
+        println!(
+            "Throttled: gitsync's requests answered 429 at rate 0.7 and 503 at rate 0.25 (both `Retry-After: 1`), 200 ms latency on each; cut after {} s.",
+            limit.as_secs()
+        );
+    } else {
+        println!(
+            "Throttled: 200 ms latency on each of gitsync's requests, none refused; cut after {} s.",
+            limit.as_secs()
+        );
+    }
     println!();
     println!("| run | applied | time | objects/s | gitsync requests served |");
     println!("|---|---|---|---|---|");
