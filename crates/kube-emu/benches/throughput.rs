@@ -1,6 +1,12 @@
 //! Throughput of arbor-kube-emu through a kube-rs client: creates per second while filling the
-//! store with 10,000 objects, then watch-event latency with 50 concurrent watches open.
+//! store with 10,000 ConfigMaps, a list of them, creates per second of a custom resource whose
+//! CRD has a structural schema (types, bounds, enum, pattern, required, a CEL rule: the
+//! validation path every Arbor CRD takes), then watch-event latency with 50 concurrent watches.
 //! Prints markdown result lines; run with `cargo bench -p arbor-kube-emu --bench throughput`.
+//!
+//! `ARBOR_BENCH_EMU_OBJECTS`, `ARBOR_BENCH_EMU_CUSTOM` and `ARBOR_BENCH_EMU_PROBES` shrink the
+//! runs (for example under `valgrind --tool=callgrind`, where instructions per create are the
+//! difference of two counts divided by the difference of creates).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -8,13 +14,113 @@ use std::time::{Duration, Instant};
 use arbor_kube_emu::KubeEmu;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams, PostParams,
+    WatchEvent, WatchParams,
+};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
 
-const OBJECTS: usize = 10_000;
 const CONCURRENT_CREATES: usize = 16;
 const WATCHES: usize = 50;
-const PROBES: usize = 200;
+
+fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A CRD whose schema exercises the structural validation and one CEL rule.
+fn widget_crd() -> anyhow::Result<CustomResourceDefinition> {
+    let spec = json!({
+        "type": "object",
+        "required": ["size", "color"],
+        "x-kubernetes-validations": [
+            {"rule": "!has(self.limit) || self.size <= self.limit", "message": "size exceeds limit"}
+        ],
+        "properties": {
+            "size": {"type": "integer", "minimum": 1, "maximum": 1000},
+            "limit": {"type": "integer", "default": 1000},
+            "color": {"type": "string", "enum": ["red", "green", "blue"]},
+            "owner": {"type": "string", "pattern": "^[a-z][a-z0-9-]*$", "maxLength": 63},
+            "tags": {"type": "array", "maxItems": 16, "items": {"type": "string", "minLength": 1}},
+            "ports": {
+                "type": "array",
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+                "items": {
+                    "type": "object",
+                    "required": ["name", "port"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+                    },
+                },
+            },
+            "resources": {"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": true}},
+        },
+    });
+    let schema = json!({
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "spec": spec,
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+        },
+    });
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.bench.arbor.dev"},
+        "spec": {
+            "group": "bench.arbor.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": schema},
+            }],
+        },
+    }))?)
+}
+
+fn widget(index: usize) -> anyhow::Result<DynamicObject> {
+    let color = ["red", "green", "blue"][index % 3];
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "bench.arbor.dev/v1",
+        "kind": "Widget",
+        "metadata": {"name": format!("w-{index:05}")},
+        "spec": {
+            "size": 1 + index % 1000,
+            "color": color,
+            "owner": format!("team-{}", index % 7),
+            "tags": ["a", "b", "c"],
+            "ports": [{"name": "http", "port": 80}, {"name": "https", "port": 443}],
+            "resources": {"cpu": "100m", "memory": 128}
+        }
+    }))?)
+}
+
+/// Creates `count` objects made by `make`, `CONCURRENT_CREATES` in flight; creates per second.
+async fn create_all<K, F>(api: &Api<K>, count: usize, make: F) -> anyhow::Result<f64>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    F: Fn(usize) -> anyhow::Result<K>,
+{
+    let objects = (0..count).map(make).collect::<anyhow::Result<Vec<_>>>()?;
+    let started = Instant::now();
+    stream::iter(objects)
+        .map(|object| {
+            let api = api.clone();
+            async move { api.create(&PostParams::default(), &object).await }
+        })
+        .buffer_unordered(CONCURRENT_CREATES)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(count as f64 / started.elapsed().as_secs_f64())
+}
 
 fn config_map(name: String, value: String) -> ConfigMap {
     ConfigMap {
@@ -39,27 +145,17 @@ async fn main() -> anyhow::Result<()> {
     let config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     let client = kube::Client::try_from(config)?;
+    let objects = setting("ARBOR_BENCH_EMU_OBJECTS", 10_000);
+    let custom = setting("ARBOR_BENCH_EMU_CUSTOM", 2_000);
+    let probes = setting("ARBOR_BENCH_EMU_PROBES", 200);
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
 
-    let started = Instant::now();
-    stream::iter(0..OBJECTS)
-        .map(|index| {
-            let api = api.clone();
-            async move {
-                api.create(
-                    &PostParams::default(),
-                    &config_map(format!("cm-{index:05}"), index.to_string()),
-                )
-                .await
-            }
-        })
-        .buffer_unordered(CONCURRENT_CREATES)
-        .try_collect::<Vec<_>>()
-        .await?;
-    let elapsed = started.elapsed();
+    let rate = create_all(&api, objects, |index| {
+        Ok(config_map(format!("cm-{index:05}"), index.to_string()))
+    })
+    .await?;
     println!(
-        "| kube-emu creates ({OBJECTS} ConfigMaps, {CONCURRENT_CREATES} in flight) | {:.0} creates/s |",
-        OBJECTS as f64 / elapsed.as_secs_f64()
+        "| kube-emu creates ({objects} ConfigMaps, {CONCURRENT_CREATES} in flight) | {rate:.0} creates/s |"
     );
 
     let list_started = Instant::now();
@@ -69,6 +165,29 @@ async fn main() -> anyhow::Result<()> {
         listed.items.len(),
         list_started.elapsed().as_secs_f64() * 1000.0
     );
+
+    if custom > 0 {
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        crds.create(&PostParams::default(), &widget_crd()?).await?;
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("bench.arbor.dev", "v1", "Widget"),
+            "widgets",
+        );
+        let widgets: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), "default", &resource);
+        // The CRD is served once registered; wait for it rather than count a refusal.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while widgets.list(&Default::default()).await.is_err() {
+            if Instant::now() > deadline {
+                anyhow::bail!("the Widget CRD was never served");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let rate = create_all(&widgets, custom, widget).await?;
+        println!(
+            "| kube-emu creates ({custom} custom resources with a validated schema, {CONCURRENT_CREATES} in flight) | {rate:.0} creates/s |"
+        );
+    }
 
     api.create(
         &PostParams::default(),
@@ -105,8 +224,8 @@ async fn main() -> anyhow::Result<()> {
             }
         }));
     }
-    let mut latencies = Vec::with_capacity(PROBES * WATCHES);
-    for sequence in 0..PROBES {
+    let mut latencies = Vec::with_capacity(probes * WATCHES);
+    for sequence in 0..probes {
         let sent = Instant::now();
         let patch = serde_json::json!({"data": {"value": sequence.to_string()}});
         api.patch("probe", &PatchParams::default(), &Patch::Merge(&patch))
@@ -123,12 +242,14 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     latencies.sort();
-    println!(
-        "| kube-emu watch-event latency ({WATCHES} watches, {} objects stored) | p50 {:.2} ms, p99 {:.2} ms |",
-        OBJECTS + 1,
-        percentile(&latencies, 0.5).as_secs_f64() * 1000.0,
-        percentile(&latencies, 0.99).as_secs_f64() * 1000.0
-    );
+    if !latencies.is_empty() {
+        println!(
+            "| kube-emu watch-event latency ({WATCHES} watches, {} objects stored) | p50 {:.2} ms, p99 {:.2} ms |",
+            objects + 1,
+            percentile(&latencies, 0.5).as_secs_f64() * 1000.0,
+            percentile(&latencies, 0.99).as_secs_f64() * 1000.0
+        );
+    }
     for watcher in watchers {
         watcher.abort();
     }

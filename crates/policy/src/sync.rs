@@ -23,20 +23,23 @@
 //! ## Seed rows and their tests
 //!
 //! Action table rows (columns: Sync Declared, Resource Declared, On Cluster, Has Label,
-//! Resource Matches), tests in `tests/sync_action_table.rs`:
+//! Resource Matches), table tests in `tests/sync_action_table.rs`, and the same row through
+//! the running controller on arbor-kube-emu (`arbor-gitsync`'s `tests/`):
 //!
-//! | row | cells | action | test |
-//! |---|---|---|---|
-//! | 1 | yes yes yes yes yes | no action | `action_table_row_1_sync_yes_declared_yes_on_cluster_yes_label_yes_matches_yes_no_action` |
-//! | 2 | yes yes yes yes no | update | `action_table_row_2_sync_yes_declared_yes_on_cluster_yes_label_yes_matches_no_updates_resource_to_match_git` |
-//! | 3 | yes yes yes no N/A | no action | `action_table_row_3_sync_yes_declared_yes_on_cluster_yes_label_no_no_action` |
-//! | 4 | yes yes no N/A N/A | create | `action_table_row_4_sync_yes_declared_yes_on_cluster_no_creates_resource_to_match_git` |
-//! | 5 | yes no yes yes N/A | delete | `action_table_row_5_sync_yes_declared_no_on_cluster_yes_label_yes_deletes_resource_to_match_git` |
-//! | 6 | yes no yes no N/A | no action | `action_table_row_6_sync_yes_declared_no_on_cluster_yes_label_no_no_action` |
-//! | 7 | yes no no N/A N/A | no action | `action_table_row_7_sync_yes_declared_no_on_cluster_no_no_action` |
-//! | 8 | no N/A N/A N/A N/A | no action | `action_table_row_8_sync_no_no_action` |
+//! | row | cells | action | test | through the running controller |
+//! |---|---|---|---|---|
+//! | 1 | yes yes yes yes yes | no action | `action_table_row_1_sync_yes_declared_yes_on_cluster_yes_label_yes_matches_yes_no_action` | `controller_writes::a_resync_of_an_unchanged_repository_makes_no_write`, `controller_table::explain_names_the_row_and_reason_for_rows_1_6_and_7` |
+//! | 2 | yes yes yes yes no | update | `action_table_row_2_sync_yes_declared_yes_on_cluster_yes_label_yes_matches_no_updates_resource_to_match_git` | `controller_table::example_job_creator_is_updated_to_match_git`, `controller_writes::one_changed_object_is_exactly_one_object_write` |
+//! | 3 | yes yes yes no N/A | no action | `action_table_row_3_sync_yes_declared_yes_on_cluster_yes_label_no_no_action` | `controller_table::row_3_declared_object_without_the_label_is_not_updated_and_reported_unmanaged` |
+//! | 4 | yes yes no N/A N/A | create | `action_table_row_4_sync_yes_declared_yes_on_cluster_no_creates_resource_to_match_git` | `controller_table::example_shipping_admin_is_created` |
+//! | 5 | yes no yes yes N/A | delete | `action_table_row_5_sync_yes_declared_no_on_cluster_yes_label_yes_deletes_resource_to_match_git` | `controller_table::example_quota_viewer_is_created_then_removed_when_deleted_from_git`, `controller_pruning::row_5_flat_source_deletes_the_last_object_of_a_kind_removed_from_git` |
+//! | 6 | yes no yes no N/A | no action | `action_table_row_6_sync_yes_declared_no_on_cluster_yes_label_no_no_action` | `controller_table::example_pod_accountant_not_in_git_is_not_deleted_or_altered`, `controller_table::explain_names_the_row_and_reason_for_rows_1_6_and_7` |
+//! | 7 | yes no no N/A N/A | no action | `action_table_row_7_sync_yes_declared_no_on_cluster_no_no_action` | `controller_table::explain_names_the_row_and_reason_for_rows_1_6_and_7` |
+//! | 8 | no N/A N/A N/A N/A | no action | `action_table_row_8_sync_no_no_action` | `controller_table::row_8_object_whose_sync_is_removed_is_left_on_the_cluster` |
 //!
-//! The seed's examples, same file:
+//! The seed's examples, same file; through the running controller in `arbor-gitsync`'s
+//! `tests/controller_table.rs` under the same names, but for `pod-creator`
+//! (`example_pod_creators_match_in_every_descendant_then_are_removed_from_them`):
 //!
 //! | example | test |
 //! |---|---|

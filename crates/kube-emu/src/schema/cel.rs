@@ -3,12 +3,16 @@
 //! CEL validator does.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 
 use super::SchemaProblem;
 use crate::status::Cause;
+
+/// CEL's standard library (functions, macros, types), built once: building it costs more than
+/// evaluating a typical rule, and every evaluation needs it.
+static STDLIB: LazyLock<Arc<cel::Env>> = LazyLock::new(|| Arc::new(cel::Env::stdlib()));
 
 /// One rule of `x-kubernetes-validations`.
 #[derive(Debug)]
@@ -133,7 +137,7 @@ impl Rule {
         if self.transition && old.is_none() {
             return None;
         }
-        let mut context = cel::Context::default();
+        let mut context = cel::Context::with_env(Arc::clone(&STDLIB));
         context.add_variable_from_value("self", to_cel(value));
         if let Some(old) = old {
             context.add_variable_from_value("oldSelf", to_cel(old));
