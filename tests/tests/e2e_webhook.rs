@@ -227,6 +227,26 @@ async fn never_rows_are_refused_with_gittrack_mode_disabled() {
         &owner_uid,
     );
     assert_create_denied(&env, &cross, "Cross namespace never allowed");
+    // The claim by uid alone: no annotation names team-a, the ownerReference's uid does.
+    let mut by_uid = cross.clone();
+    by_uid["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations");
+    by_uid["metadata"]["name"] = json!("configmap-by-uid");
+    // The webhook locates the owner from its GitTrack reflector: wait until it has seen
+    // team-a's GitTrack (a dry run stores nothing), then the real create is refused.
+    let file = env.dir().join("by-uid.yaml");
+    std::fs::write(&file, yaml(&by_uid)).unwrap();
+    let file = file.to_str().unwrap();
+    env.until_refused(
+        User::Alice,
+        &["create", "-f", file, "--dry-run=server"],
+        "Cross namespace never allowed",
+    )
+    .await
+    .unwrap();
+    assert_create_denied(&env, &by_uid, "Cross namespace never allowed");
     let cluster_scoped = tracking_object(
         "ClusterGitTrackObject",
         None,

@@ -29,6 +29,7 @@
 pub mod args;
 pub mod declared;
 pub mod gitsync;
+pub mod gittrack_owners;
 pub mod grpc;
 pub mod hierarchy_config;
 pub mod metrics;
@@ -52,6 +53,7 @@ pub use verdict::{Check, Verdict};
 
 use crate::declared::DeclaredState;
 use crate::gitsync::GitsyncDeclared;
+use crate::gittrack_owners::WatchedGitTracks;
 use crate::metrics::WebhookMetrics;
 use crate::server::AppState;
 use crate::tree::ClusterTree;
@@ -105,7 +107,9 @@ pub async fn run(args: Args) -> Result<(), RunError> {
         }
         _ => None,
     };
-    let policy = Policy::new(settings, Arc::new(tree), declared);
+    let gittracks = WatchedGitTracks::start(component.client(), token.clone());
+    let policy =
+        Policy::new(settings, Arc::new(tree), declared).with_gittracks(Arc::new(gittracks));
 
     let resolver = Arc::new(tls::ReloadingCert::load(
         &args.webhook_cert,

@@ -21,6 +21,7 @@ use kube::core::admission::Operation;
 use serde_json::Value;
 
 use crate::declared::DeclaredState;
+use crate::gittrack_owners::GitTrackLocator;
 use crate::review::ReviewInput;
 use crate::rules::namespaces::TreeKind;
 use crate::rules::ownership::TrackingKind;
@@ -69,6 +70,9 @@ pub struct Policy {
     tree: Arc<dyn TreeSource>,
     /// Where drift prevention asks what git declares; `None` turns drift prevention off.
     declared: Option<Arc<dyn DeclaredState>>,
+    /// Where the GitTrack an ownerReference's uid names lives; `None` reads every GitTrack
+    /// owner in its tracking object's namespace, as the API server does.
+    gittracks: Option<Arc<dyn GitTrackLocator>>,
 }
 
 impl std::fmt::Debug for Policy {
@@ -89,7 +93,15 @@ impl Policy {
             settings: Arc::new(settings),
             tree,
             declared,
+            gittracks: None,
         }
+    }
+
+    /// Judges GitTrack owners where `gittracks` says they live (see [`crate::gittrack_owners`]).
+    #[must_use]
+    pub fn with_gittracks(mut self, gittracks: Arc<dyn GitTrackLocator>) -> Self {
+        self.gittracks = Some(gittracks);
+        self
     }
 
     pub fn settings(&self) -> &PolicySettings {
@@ -124,7 +136,14 @@ impl Policy {
             Subject::Other => {}
             Subject::Tracking(kind) => {
                 if let Some(object) = stored()? {
-                    ownership::review(&self.settings, kind, input, object, verdict)?;
+                    ownership::review(
+                        &self.settings,
+                        self.gittracks.as_deref(),
+                        kind,
+                        input,
+                        object,
+                        verdict,
+                    )?;
                 }
             }
             Subject::Source(kind) => {

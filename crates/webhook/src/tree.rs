@@ -160,7 +160,7 @@ impl ClusterTree {
     }
 }
 
-fn spawn_reflector<K>(
+pub(crate) fn spawn_reflector<K>(
     api: Api<K>,
     dyntype: K::DynamicType,
     writer: reflector::store::Writer<K>,

@@ -5,7 +5,10 @@
 
 mod support;
 
+use std::sync::Arc;
+
 use arbor_webhook::Args;
+use arbor_webhook::gittrack_owners::FixedGitTracks;
 use clap::Parser;
 use serde_json::{Value, json};
 use support::*;
@@ -21,6 +24,15 @@ const MODES: [(&str, &str); 5] = [
 ];
 
 async fn webhook(gittrack_mode: &str, cluster_mode: &str) -> HttpsServer {
+    webhook_knowing(gittrack_mode, cluster_mode, FixedGitTracks::default()).await
+}
+
+/// The webhook with `gittracks` as the GitTracks its reflector has seen.
+async fn webhook_knowing(
+    gittrack_mode: &str,
+    cluster_mode: &str,
+    gittracks: FixedGitTracks,
+) -> HttpsServer {
     let args = Args::try_parse_from([
         "arbor-webhook",
         "--webhook-cert",
@@ -33,8 +45,32 @@ async fn webhook(gittrack_mode: &str, cluster_mode: &str) -> HttpsServer {
         cluster_mode,
     ])
     .unwrap();
-    HttpsServer::start(policy(args.settings().unwrap(), vec![], None)).await
+    HttpsServer::start(
+        policy(args.settings().unwrap(), vec![], None).with_gittracks(Arc::new(gittracks)),
+    )
+    .await
 }
+
+/// A GitTrackObject in `team-b` whose only claim is an ownerReference to GitTrack `apps` with
+/// the uid of team-a's GitTrack: no source annotation names the other namespace.
+fn gittrack_object_owned_by_uid_alone() -> Vec<u8> {
+    let object = json!({
+        "apiVersion": ARBOR,
+        "kind": "GitTrackObject",
+        "metadata": {
+            "name": "configmap-settings",
+            "namespace": "team-b",
+            "ownerReferences": [{
+                "apiVersion": ARBOR, "kind": "GitTrack", "name": "apps", "uid": TEAM_A_APPS_UID,
+                "controller": true,
+            }],
+        },
+        "spec": {"name": "settings", "kind": "ConfigMap", "data": {}},
+    });
+    create("GitTrackObject", Some("team-b"), object)
+}
+
+const TEAM_A_APPS_UID: &str = "5e1f0c3a-team-a-apps";
 
 fn create(kind: &str, namespace: Option<&str>, object: Value) -> Vec<u8> {
     let name = object["metadata"]["name"].as_str().unwrap().to_owned();
@@ -111,6 +147,35 @@ async fn cross_namespace_never_allowed_in_every_mode() {
             "{gittrack_mode}/{cluster_mode}: {message}"
         );
     }
+}
+
+/// An ownerReference has no namespace; its uid says where the owner is. A uid of another
+/// namespace's GitTrack is the cross-namespace claim, annotation or not (before, the webhook read
+/// the owner in the object's namespace and, with `--gittrack-mode=Disabled`, only warned).
+#[tokio::test]
+async fn cross_namespace_never_allowed_by_an_owner_uid_alone_in_every_mode() {
+    for (gittrack_mode, cluster_mode) in MODES {
+        let known = FixedGitTracks::default().with(TEAM_A_APPS_UID, "team-a");
+        let server = webhook_knowing(gittrack_mode, cluster_mode, known).await;
+        let (allowed, message) = answer(&server, gittrack_object_owned_by_uid_alone()).await;
+        assert!(
+            !allowed,
+            "--gittrack-mode={gittrack_mode} --clustergittrack-mode={cluster_mode}: allowed ({message})"
+        );
+        assert!(
+            message.contains("Cross namespace never allowed") && message.contains("team-a"),
+            "{gittrack_mode}/{cluster_mode}: {message}"
+        );
+    }
+    // The same object whose owner's uid is team-b's own GitTrack is the same-namespace row.
+    let server = webhook_knowing(
+        "Enabled",
+        "IncludeNamespaced",
+        FixedGitTracks::default().with(TEAM_A_APPS_UID, "team-b"),
+    )
+    .await;
+    let (allowed, message) = answer(&server, gittrack_object_owned_by_uid_alone()).await;
+    assert!(allowed, "{message}");
 }
 
 #[tokio::test]

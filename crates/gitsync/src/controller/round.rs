@@ -332,6 +332,11 @@ struct Conflict {
 /// How many objects of a round are applied at once.
 const APPLY_CONCURRENCY: usize = 8;
 
+/// Objects applied (through a window of [`APPLY_CONCURRENCY`]) before their records, counts
+/// and progress are written: often enough that progress moves, seldom enough that the window
+/// rarely drains.
+const RECORD_EVERY: usize = 64;
+
 /// How often a running round writes its progress.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -589,17 +594,22 @@ impl Sync<'_> {
     /// moving. Objects of one part do not depend on each other (CRDs and Namespaces are a part
     /// of their own, applied first).
     async fn apply_plan(&mut self, plan: &Plan) -> bool {
+        use futures::StreamExt as _;
         let mut wrote_crd = false;
-        for batch in plan.objects.chunks(APPLY_CONCURRENCY) {
-            let outcomes = {
+        for batch in plan.objects.chunks(RECORD_EVERY) {
+            // A sliding window, not groups that wait for their slowest member: one object held
+            // back by `Retry-After` keeps only its own slot.
+            let outcomes: Vec<_> = {
                 let this = &*self;
-                futures::future::join_all(batch.iter().map(|planned| async move {
+                futures::stream::iter(batch.iter().map(|planned| async move {
                     // An object another source manages is never applied by this one.
                     match this.conflict(planned) {
                         Some(manager) => Err(Conflict { manager }),
                         None => Ok(this.execute(planned).await),
                     }
                 }))
+                .buffered(APPLY_CONCURRENCY)
+                .collect()
                 .await
             };
             for (planned, outcome) in batch.iter().zip(outcomes) {

@@ -3,10 +3,11 @@
 //! A tracking object names its source twice: in `metadata.ownerReferences` (kind GitTrack or
 //! ClusterGitTrack in Arbor's API group) and in the source annotation
 //! (`<domain>/source: GitTrack/<namespace>/<name>` or `ClusterGitTrack/<name>`). An
-//! ownerReference has no namespace, so a GitTrack owner read from it is in the object's own
-//! namespace (the API server's rule for namespaced owners) and, for a cluster-scoped
-//! ClusterGitTrackObject, in no namespace at all; the annotation is where a cross-namespace
-//! claim shows. Every owner found is judged by [`may_own`] for this installation's
+//! ownerReference has no namespace, so a GitTrack owner read from it is where its uid says
+//! ([`GitTrackLocator`]: a uid of another namespace's GitTrack is a cross-namespace claim), else
+//! in the object's own namespace (the API server's rule for namespaced owners) and, for a
+//! cluster-scoped ClusterGitTrackObject, in no namespace at all; the annotation is the other
+//! place a cross-namespace claim shows. Every owner found is judged by [`may_own`] for this installation's
 //! `--clustergittrack-mode`, and the denial quotes the matrix row and the seed's reason.
 
 use arbor_api::keys::{ArborKeys, SourceRef};
@@ -17,6 +18,7 @@ use kube::Resource;
 use serde_json::Value;
 
 use super::shape::{ShapeError, string_at};
+use crate::gittrack_owners::GitTrackLocator;
 use crate::review::ReviewInput;
 use crate::settings::PolicySettings;
 use crate::verdict::{Check, Verdict};
@@ -76,6 +78,7 @@ pub fn judge(scope: &WatchScope, owner: &Owner, tracking: &TrackingObject) -> Ch
 /// Reviews a tracking object about to be stored.
 pub fn review(
     settings: &PolicySettings,
+    gittracks: Option<&dyn GitTrackLocator>,
     kind: TrackingKind,
     input: &ReviewInput,
     object: &Value,
@@ -90,7 +93,7 @@ pub fn review(
             TrackingObject::gittrack_object(namespace)
         }
     };
-    let owners = owners(settings, &tracking, object)?;
+    let owners = owners(settings, gittracks, &tracking, object)?;
     if owners.is_empty() {
         verdict.warn(format!(
             "{} {} names no GitTrack or ClusterGitTrack owner; no Arbor instance will sync it",
@@ -115,6 +118,7 @@ pub fn review(
 /// Every owner the object names, without repeats.
 fn owners(
     settings: &PolicySettings,
+    gittracks: Option<&dyn GitTrackLocator>,
     tracking: &TrackingObject,
     object: &Value,
 ) -> Result<Vec<Owner>, ShapeError> {
@@ -144,11 +148,21 @@ fn owners(
             continue;
         }
         match kind {
-            "GitTrack" => add(Owner::gittrack(match tracking {
-                TrackingObject::GitTrackObject { namespace } => namespace.as_str(),
-                // Unknowable; [`describe_owner`] names such an owner by kind alone.
-                TrackingObject::ClusterGitTrackObject => "",
-            })),
+            "GitTrack" => {
+                let located = reference
+                    .get("uid")
+                    .and_then(Value::as_str)
+                    .zip(gittracks)
+                    .and_then(|(uid, gittracks)| gittracks.namespace_of(uid));
+                add(match located {
+                    Some(namespace) => Owner::gittrack(namespace),
+                    None => Owner::gittrack(match tracking {
+                        TrackingObject::GitTrackObject { namespace } => namespace.as_str(),
+                        // Unknowable; [`describe_owner`] names such an owner by kind alone.
+                        TrackingObject::ClusterGitTrackObject => "",
+                    }),
+                });
+            }
             "ClusterGitTrack" => add(Owner::ClusterGitTrack),
             _ => {}
         }
