@@ -17,7 +17,11 @@
 //!
 //! A field left out (or empty) matches anything. `resources` entries are `plural`,
 //! `plural/subresource`, `plural/*` or `*`; `namespaces` entries are names, `*`, or `""` for
-//! cluster-scoped requests.
+//! cluster-scoped requests. Deny rules judge resource requests only; non-resource paths
+//! (discovery, `/version`, OpenAPI) are judged by the authorizer alone.
+//!
+//! With `--authorization rbac` the authorizer is the `rbac` module's, which reads the stored
+//! Roles, ClusterRoles and bindings; deny rules still come first.
 
 use std::fmt;
 use std::path::Path;
@@ -27,6 +31,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::Identity;
 use crate::error::Error;
+use crate::registry::ResourceId;
+use crate::status::ApiError;
 
 /// The question an authorizer answers, as in a SubjectAccessReview's resourceAttributes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -37,6 +43,45 @@ pub struct Attributes {
     pub subresource: String,
     pub namespace: String,
     pub name: String,
+    /// The path of a non-resource request (`/apis`, `/version`); `None` for resources.
+    pub path: Option<String>,
+}
+
+impl Attributes {
+    /// `resource` or `resource/subresource`, as messages name it.
+    pub fn combined_resource(&self) -> String {
+        if self.subresource.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}/{}", self.resource, self.subresource)
+        }
+    }
+
+    /// kube-apiserver's wording of a refusal (responsewriters' `forbiddenMessage`), with the
+    /// authorizer's reason appended when it gave one.
+    pub fn forbidden_message(&self, username: &str, reason: &str) -> String {
+        let what = match &self.path {
+            Some(path) => format!("User \"{username}\" cannot {} path \"{path}\"", self.verb),
+            None => {
+                let scope = if self.namespace.is_empty() {
+                    "at the cluster scope".to_owned()
+                } else {
+                    format!("in the namespace \"{}\"", self.namespace)
+                };
+                format!(
+                    "User \"{username}\" cannot {} resource \"{}\" in API group \"{}\" {scope}",
+                    self.verb,
+                    self.combined_resource(),
+                    self.group
+                )
+            }
+        };
+        if reason.is_empty() {
+            what
+        } else {
+            format!("{what}: {reason}")
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +105,38 @@ impl Authorizer for AllowAll {
             reason: "arbor-kube-emu allows every request".into(),
         }
     }
+}
+
+/// The 403 for a refused request, as kube-apiserver's authorization filter writes it.
+pub(crate) fn refusal(identity: &Identity, attributes: &Attributes, reason: &str) -> ApiError {
+    let message = attributes.forbidden_message(&identity.username, reason);
+    match attributes.path {
+        Some(_) => ApiError::forbidden_path(&message),
+        None => ApiError::forbidden(
+            &ResourceId::new(&attributes.group, &attributes.resource),
+            &attributes.name,
+            &message,
+        ),
+    }
+}
+
+/// Asks `authorizer`; a refusal is kube-apiserver's 403.
+pub(crate) fn check(
+    authorizer: &dyn Authorizer,
+    identity: &Identity,
+    attributes: &Attributes,
+) -> Result<(), ApiError> {
+    let decision = authorizer.authorize(identity, attributes);
+    if decision.allowed {
+        return Ok(());
+    }
+    tracing::debug!(
+        user = %identity.username,
+        reason = %decision.reason,
+        "forbidden: {}",
+        attributes.forbidden_message(&identity.username, "")
+    );
+    Err(refusal(identity, attributes, &decision.reason))
 }
 
 /// One rule: the requests it matches are denied.
@@ -110,7 +187,8 @@ impl DenyRule {
     }
 
     pub fn matches(&self, identity: &Identity, attributes: &Attributes) -> bool {
-        any_or(&self.users, |user| user == identity.username)
+        attributes.path.is_none()
+            && any_or(&self.users, |user| user == identity.username)
             && any_or(&self.groups, |group| {
                 identity.groups.iter().any(|held| held == group)
             })

@@ -216,6 +216,21 @@ fn table() -> Vec<Builtin> {
         )
         .cluster()
         .create_only(),
+        namespaced(
+            "authorization.k8s.io",
+            "v1",
+            "SubjectAccessReview",
+            "subjectaccessreviews",
+        )
+        .cluster()
+        .create_only(),
+        namespaced(
+            "authorization.k8s.io",
+            "v1",
+            "LocalSubjectAccessReview",
+            "localsubjectaccessreviews",
+        )
+        .create_only(),
     ]
 }
 
