@@ -92,6 +92,38 @@ pub struct Decision {
 
 pub trait Authorizer: Send + Sync + std::fmt::Debug {
     fn authorize(&self, identity: &Identity, attributes: &Attributes) -> Decision;
+
+    /// The rules `identity` holds in `namespace`, for SelfSubjectRulesReview (`kubectl auth
+    /// can-i --list`); an authorizer that cannot list them says the list is incomplete.
+    fn rules_for(&self, _identity: &Identity, _namespace: &str) -> RuleList {
+        RuleList {
+            incomplete: true,
+            ..RuleList::default()
+        }
+    }
+}
+
+/// The rules a SelfSubjectRulesReview lists: RBAC PolicyRule objects, resource and
+/// non-resource ones together.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RuleList {
+    pub rules: Vec<serde_json::Value>,
+    pub incomplete: bool,
+    pub evaluation_error: String,
+}
+
+impl RuleList {
+    /// Everything, as `*` rules.
+    pub fn everything() -> RuleList {
+        RuleList {
+            rules: vec![
+                serde_json::json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}),
+                serde_json::json!({"verbs": ["*"], "nonResourceURLs": ["*"]}),
+            ],
+            incomplete: false,
+            evaluation_error: String::new(),
+        }
+    }
 }
 
 /// Allows every request: the emulator's policy unless rules deny.
@@ -99,6 +131,10 @@ pub trait Authorizer: Send + Sync + std::fmt::Debug {
 pub struct AllowAll;
 
 impl Authorizer for AllowAll {
+    fn rules_for(&self, _identity: &Identity, _namespace: &str) -> RuleList {
+        RuleList::everything()
+    }
+
     fn authorize(&self, _identity: &Identity, _attributes: &Attributes) -> Decision {
         Decision {
             allowed: true,
@@ -264,6 +300,14 @@ impl DenyRules {
 }
 
 impl Authorizer for DenyRules {
+    /// The rules of the authorizer behind; incomplete when a deny rule may take some away
+    /// (rules cannot say "except").
+    fn rules_for(&self, identity: &Identity, namespace: &str) -> RuleList {
+        let mut list = self.then.rules_for(identity, namespace);
+        list.incomplete |= !self.rules.is_empty();
+        list
+    }
+
     fn authorize(&self, identity: &Identity, attributes: &Attributes) -> Decision {
         match self
             .rules

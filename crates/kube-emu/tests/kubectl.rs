@@ -444,6 +444,15 @@ fn rbac_enforced_kubectl_can_i_and_a_forbidden_get_read_as_against_kube_apiserve
         "no"
     );
     assert!(as_bob(&["get", "configmap", "settings"]).status.success());
+    let listing = as_bob(&["auth", "can-i", "--list"]);
+    let listed = stdout(&listing);
+    assert!(
+        listed
+            .lines()
+            .any(|line| line.starts_with("configmaps ") && line.ends_with("[get]")),
+        "{listed}{}",
+        String::from_utf8_lossy(&listing.stderr)
+    );
     // The admin asks on bob's behalf by impersonation; bob may not impersonate.
     assert_eq!(
         kubectl(

@@ -772,3 +772,64 @@ async fn without_rbac_the_emulator_still_allows_every_request_and_stores_no_poli
     assert_eq!(code, 200);
     assert_eq!(body["items"], json!([]));
 }
+
+#[tokio::test]
+async fn a_self_subject_rules_review_lists_the_rules_of_the_bindings_that_apply() {
+    let (emu, admin) = start().await;
+    role(
+        &admin,
+        "team",
+        "reader",
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"],
+                "resourceNames": ["settings"]}]),
+    )
+    .await;
+    bind(&admin, Some("team"), "olga", "Role", "reader", user("olga")).await;
+    bind(&admin, Some("team"), "ghost", "Role", "ghost", user("olga")).await;
+    let olga = client_for(&emu, "olga", &[]).await;
+    let review = |namespace: &str| {
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
+               "spec": {"namespace": namespace}})
+    };
+    let path = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews";
+    let (code, body) = support::post(&olga, path, review("team")).await;
+    assert_eq!(code, 201, "{body}");
+    let status = &body["status"];
+    assert!(
+        status["resourceRules"]
+            .as_array()
+            .expect("resource rules")
+            .contains(
+                &json!({"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"],
+                               "resourceNames": ["settings"]})
+            ),
+        "{status}"
+    );
+    assert!(
+        status["nonResourceRules"]
+            .as_array()
+            .expect("non-resource rules")
+            .iter()
+            .any(|rule| rule["nonResourceURLs"]
+                .as_array()
+                .is_some_and(|urls| urls.contains(&json!("/apis/*")))),
+        "system:discovery is listed: {status}"
+    );
+    assert_eq!(status["incomplete"], true, "a binding's role is missing");
+    assert_eq!(
+        status["evaluationError"],
+        "role.rbac.authorization.k8s.io \"ghost\" not found"
+    );
+    let (_, body) = support::post(&olga, path, review("other")).await;
+    let rules = body["status"]["resourceRules"]
+        .as_array()
+        .expect("rules")
+        .clone();
+    assert!(
+        !rules
+            .iter()
+            .any(|rule| rule["resources"] == json!(["configmaps"])),
+        "the Role does not reach other: {rules:?}"
+    );
+    assert_eq!(body["status"]["incomplete"], false);
+}

@@ -1,7 +1,8 @@
 //! Access reviews, answered by the same [`crate::authz::Authorizer`] that guards every
 //! request, never stored: SelfSubjectAccessReview ("may I?", what `kubectl auth can-i` asks),
 //! SubjectAccessReview ("may this user and these groups?") and LocalSubjectAccessReview (the
-//! same within the namespace of its URL).
+//! same within the namespace of its URL), and SelfSubjectRulesReview ("what may I do in this
+//! namespace?", what `kubectl auth can-i --list` asks).
 
 use axum::body::Body;
 use http::Response;
@@ -10,7 +11,7 @@ use serde_json::{Value, json};
 use super::decode_object;
 use crate::api::{RequestContext, Shared, json_response};
 use crate::auth::Identity;
-use crate::authz::Attributes;
+use crate::authz::{Attributes, RuleList};
 use crate::registry::ResourceKind;
 use crate::status::{ApiError, Cause};
 
@@ -21,7 +22,10 @@ pub fn is_review(kind: &ResourceKind) -> bool {
     kind.id.group == GROUP
         && matches!(
             kind.kind.as_str(),
-            "SelfSubjectAccessReview" | "SubjectAccessReview" | "LocalSubjectAccessReview"
+            "SelfSubjectAccessReview"
+                | "SubjectAccessReview"
+                | "LocalSubjectAccessReview"
+                | "SelfSubjectRulesReview"
         )
 }
 
@@ -98,6 +102,12 @@ pub fn access_review(
     kind: &ResourceKind,
 ) -> Result<Response<Body>, ApiError> {
     let mut review = decode_object(context)?;
+    if kind.kind == "SelfSubjectRulesReview" {
+        let namespace = text(&review, "spec.namespace");
+        let list = shared.authorizer.rules_for(&context.identity, &namespace);
+        finish(&mut review, kind, context, rules_status(&list));
+        return Ok(json_response(201, &review));
+    }
     let mut attributes = attributes_of(&review, kind)?;
     let identity = match kind.kind.as_str() {
         "SelfSubjectAccessReview" => context.identity.clone(),
@@ -118,6 +128,17 @@ pub fn access_review(
         _ => subject_of(&review, kind)?,
     };
     let decision = shared.authorizer.authorize(&identity, &attributes);
+    let status = if decision.allowed {
+        json!({"allowed": true, "reason": decision.reason})
+    } else {
+        json!({"allowed": false, "denied": true, "reason": decision.reason})
+    };
+    finish(&mut review, kind, context, status);
+    Ok(json_response(201, &review))
+}
+
+/// The answered review: type and metadata as kube-apiserver returns them, and `status`.
+fn finish(review: &mut Value, kind: &ResourceKind, context: &RequestContext, status: Value) {
     review["apiVersion"] = json!(format!("{GROUP}/v1"));
     review["kind"] = json!(kind.kind);
     let mut metadata = json!({"creationTimestamp": null});
@@ -125,10 +146,44 @@ pub fn access_review(
         metadata["namespace"] = json!(namespace);
     }
     review["metadata"] = metadata;
-    review["status"] = if decision.allowed {
-        json!({"allowed": true, "reason": decision.reason})
-    } else {
-        json!({"allowed": false, "denied": true, "reason": decision.reason})
+    review["status"] = status;
+}
+
+/// A SelfSubjectRulesReview's status: resource and non-resource rules apart.
+fn rules_status(list: &RuleList) -> Value {
+    let pick = |rule: &Value, fields: &[&str]| {
+        let mut picked = serde_json::Map::new();
+        for field in fields {
+            if let Some(value) = rule.get(*field).filter(|value| !value.is_null()) {
+                picked.insert((*field).to_owned(), value.clone());
+            }
+        }
+        Value::Object(picked)
     };
-    Ok(json_response(201, &review))
+    let has = |rule: &Value, field: &str| {
+        rule.get(field)
+            .and_then(Value::as_array)
+            .is_some_and(|items| !items.is_empty())
+    };
+    let resource_rules: Vec<Value> = list
+        .rules
+        .iter()
+        .filter(|rule| has(rule, "resources"))
+        .map(|rule| pick(rule, &["verbs", "apiGroups", "resources", "resourceNames"]))
+        .collect();
+    let non_resource_rules: Vec<Value> = list
+        .rules
+        .iter()
+        .filter(|rule| has(rule, "nonResourceURLs"))
+        .map(|rule| pick(rule, &["verbs", "nonResourceURLs"]))
+        .collect();
+    let mut status = json!({
+        "resourceRules": resource_rules,
+        "nonResourceRules": non_resource_rules,
+        "incomplete": list.incomplete,
+    });
+    if !list.evaluation_error.is_empty() {
+        status["evaluationError"] = json!(list.evaluation_error);
+    }
+    status
 }

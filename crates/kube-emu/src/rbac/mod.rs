@@ -51,7 +51,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::auth::{Identity, service_account_username};
-use crate::authz::{Attributes, Authorizer, Decision};
+use crate::authz::{Attributes, Authorizer, Decision, RuleList};
 use crate::registry::ResourceId;
 use crate::state::State;
 use crate::store::{ObjectKey, Store};
@@ -208,132 +208,138 @@ pub fn rules_of(object: &Value) -> Vec<PolicyRule> {
         .unwrap_or_default()
 }
 
-/// What the authorizer found while walking the bindings.
-#[derive(Debug, Default)]
-struct Walk {
-    allowed_by: Option<String>,
-    errors: Vec<String>,
-}
-
-impl Walk {
-    /// Looks at one binding of `namespace` (empty for ClusterRoleBindings).
-    fn visit(
-        &mut self,
-        store: &Store,
-        binding_kind: &str,
-        object: &Value,
-        namespace: &str,
-        identity: &Identity,
-        attributes: &Attributes,
-    ) {
-        let Ok(binding) = serde_json::from_value::<Binding>(object.clone()) else {
-            return;
+/// The roles that apply to `identity` in `namespace` (empty: cluster scope only), with the
+/// description of the binding that grants each, in kube's order: ClusterRoleBindings, then
+/// the namespace's RoleBindings. `visit` returns `false` to stop. The errors are the bindings
+/// whose role is missing, worded as kube-apiserver's.
+fn visit_roles(
+    store: &Store,
+    identity: &Identity,
+    namespace: &str,
+    visit: &mut dyn FnMut(&str, &Value) -> bool,
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    let cluster = store
+        .list(&cluster_role_bindings(), None)
+        .map(|(_, binding)| ("ClusterRoleBinding", "", binding));
+    let namespaced = store
+        .list(&role_bindings(), Some(namespace))
+        .filter(|_| !namespace.is_empty())
+        .map(|(_, binding)| ("RoleBinding", namespace, binding));
+    for (binding_kind, binding_namespace, object) in cluster.chain(namespaced) {
+        let Ok(binding) = serde_json::from_value::<Binding>((**object).clone()) else {
+            continue;
         };
         let Some(subject) = binding
             .subjects
             .iter()
-            .find(|subject| subject.names(identity, namespace))
+            .find(|subject| subject.names(identity, binding_namespace))
         else {
-            return;
+            continue;
         };
+        let role_name = &binding.role_ref.name;
         let role = match binding.role_ref.kind.as_str() {
-            "ClusterRole" => store.get(
-                &cluster_roles(),
-                &ObjectKey::new("", &binding.role_ref.name),
-            ),
-            "Role" if !namespace.is_empty() => {
-                store.get(&roles(), &ObjectKey::new(namespace, &binding.role_ref.name))
+            "ClusterRole" => store.get(&cluster_roles(), &ObjectKey::new("", role_name)),
+            "Role" if !binding_namespace.is_empty() => {
+                store.get(&roles(), &ObjectKey::new(binding_namespace, role_name))
             }
-            _ => return,
+            _ => continue,
         };
         let Some(role) = role else {
-            self.errors.push(format!(
-                "{}.{GROUP} \"{}\" not found",
+            errors.push(format!(
+                "{}.{GROUP} \"{role_name}\" not found",
                 binding.role_ref.kind.to_lowercase(),
-                binding.role_ref.name
             ));
-            return;
+            continue;
         };
-        if rules_of(role).iter().any(|rule| rule.allows(attributes)) {
-            let name = crate::meta::name(object);
-            let binding_name = if namespace.is_empty() {
-                name.to_owned()
-            } else {
-                format!("{name}/{namespace}")
-            };
-            self.allowed_by = Some(format!(
-                "{binding_kind} \"{binding_name}\" of {} \"{}\" to {}",
-                binding.role_ref.kind,
-                binding.role_ref.name,
-                subject.describe(namespace)
-            ));
+        let name = crate::meta::name(object);
+        let binding_name = if binding_namespace.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{name}/{binding_namespace}")
+        };
+        let source = format!(
+            "{binding_kind} \"{binding_name}\" of {} \"{role_name}\" to {}",
+            binding.role_ref.kind,
+            subject.describe(binding_namespace)
+        );
+        if !visit(&source, role) {
+            break;
         }
     }
+    errors
+}
 
-    /// kube's aggregate of errors: one as itself, several as `[a, b]`, duplicates once.
-    fn reason(&self) -> String {
-        let mut errors: Vec<&String> = Vec::new();
-        for error in &self.errors {
-            if !errors.contains(&error) {
-                errors.push(error);
-            }
+/// kube's aggregate of errors: one as itself, several as `[a, b]`, duplicates once.
+fn aggregate_errors(all: &[String]) -> String {
+    let mut errors: Vec<&String> = Vec::new();
+    for error in all {
+        if !errors.contains(&error) {
+            errors.push(error);
         }
-        match errors.as_slice() {
-            [] => String::new(),
-            [one] => format!("RBAC: {one}"),
-            many => {
-                let mut text = String::from("RBAC: [");
-                for (index, error) in many.iter().enumerate() {
-                    let _ = write!(text, "{}{error}", if index == 0 { "" } else { ", " });
-                }
-                text.push(']');
-                text
+    }
+    match errors.as_slice() {
+        [] => String::new(),
+        [one] => (*one).clone(),
+        many => {
+            let mut text = String::from("[");
+            for (index, error) in many.iter().enumerate() {
+                let _ = write!(text, "{}{error}", if index == 0 { "" } else { ", " });
             }
+            text.push(']');
+            text
         }
     }
 }
 
 /// RBAC's decision on `attributes` for `identity`, from the policy in `store`.
 pub fn decide(store: &Store, identity: &Identity, attributes: &Attributes) -> Decision {
-    let mut walk = Walk::default();
-    for (_, binding) in store.list(&cluster_role_bindings(), None) {
-        walk.visit(
-            store,
-            "ClusterRoleBinding",
-            binding,
-            "",
-            identity,
-            attributes,
-        );
-        if walk.allowed_by.is_some() {
-            break;
+    let mut allowed_by = None;
+    // Non-resource URLs are cluster-wide: only ClusterRoleBindings reach them.
+    let namespace = match attributes.path {
+        Some(_) => "",
+        None => attributes.namespace.as_str(),
+    };
+    let errors = visit_roles(store, identity, namespace, &mut |source, role| {
+        if rules_of(role).iter().any(|rule| rule.allows(attributes)) {
+            allowed_by = Some(source.to_owned());
+            return false;
         }
-    }
-    let namespace = attributes.namespace.as_str();
-    if walk.allowed_by.is_none() && attributes.path.is_none() && !namespace.is_empty() {
-        for (_, binding) in store.list(&role_bindings(), Some(namespace)) {
-            walk.visit(
-                store,
-                "RoleBinding",
-                binding,
-                namespace,
-                identity,
-                attributes,
-            );
-            if walk.allowed_by.is_some() {
-                break;
-            }
-        }
-    }
-    match walk.allowed_by {
+        true
+    });
+    match allowed_by {
         Some(source) => Decision {
             allowed: true,
             reason: format!("RBAC: allowed by {source}"),
         },
+        None if errors.is_empty() => Decision {
+            allowed: false,
+            reason: String::new(),
+        },
         None => Decision {
             allowed: false,
-            reason: walk.reason(),
+            reason: format!("RBAC: {}", aggregate_errors(&errors)),
         },
+    }
+}
+
+/// Every rule that applies to `identity` in `namespace`, as a SelfSubjectRulesReview lists them.
+pub fn rules_for(store: &Store, identity: &Identity, namespace: &str) -> RuleList {
+    let mut rules = Vec::new();
+    let errors = visit_roles(store, identity, namespace, &mut |_, role| {
+        rules.extend(
+            role.get("rules")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .cloned(),
+        );
+        true
+    });
+    RuleList {
+        rules,
+        incomplete: !errors.is_empty(),
+        evaluation_error: aggregate_errors(&errors),
     }
 }
 
@@ -349,20 +355,35 @@ impl RbacAuthorizer {
     }
 }
 
+impl RbacAuthorizer {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn is_master(identity: &Identity) -> bool {
+    identity.groups.iter().any(|group| group == MASTERS)
+}
+
 impl Authorizer for RbacAuthorizer {
+    fn rules_for(&self, identity: &Identity, namespace: &str) -> RuleList {
+        if is_master(identity) {
+            return RuleList::everything();
+        }
+        rules_for(&self.lock().store, identity, namespace)
+    }
+
     fn authorize(&self, identity: &Identity, attributes: &Attributes) -> Decision {
-        if identity.groups.iter().any(|group| group == MASTERS) {
+        if is_master(identity) {
             // kube-apiserver's privileged-group authorizer answers before RBAC, without reason.
             return Decision {
                 allowed: true,
                 reason: String::new(),
             };
         }
-        let state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        decide(&state.store, identity, attributes)
+        decide(&self.lock().store, identity, attributes)
     }
 }
 

@@ -219,6 +219,14 @@ fn table() -> Vec<Builtin> {
         namespaced(
             "authorization.k8s.io",
             "v1",
+            "SelfSubjectRulesReview",
+            "selfsubjectrulesreviews",
+        )
+        .cluster()
+        .create_only(),
+        namespaced(
+            "authorization.k8s.io",
+            "v1",
             "SubjectAccessReview",
             "subjectaccessreviews",
         )
