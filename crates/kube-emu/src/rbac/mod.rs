@@ -150,7 +150,7 @@ impl Subject {
     fn names(&self, identity: &Identity, binding_namespace: &str) -> bool {
         match self.kind.as_str() {
             "User" => identity.username == self.name,
-            "Group" => identity.groups.iter().any(|group| *group == self.name),
+            "Group" => identity.groups.contains(&self.name),
             "ServiceAccount" => {
                 let namespace = if self.namespace.is_empty() {
                     binding_namespace
