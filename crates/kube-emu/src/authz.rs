@@ -93,6 +93,12 @@ pub struct Decision {
 pub trait Authorizer: Send + Sync + std::fmt::Debug {
     fn authorize(&self, identity: &Identity, attributes: &Attributes) -> Decision;
 
+    /// Whether a refusal of `attributes` is an explicit denial (an access review's
+    /// `status.denied`) rather than kube's "no opinion", which is all RBAC ever gives.
+    fn denies_explicitly(&self, _identity: &Identity, _attributes: &Attributes) -> bool {
+        true
+    }
+
     /// The rules `identity` holds in `namespace`, for SelfSubjectRulesReview (`kubectl auth
     /// can-i --list`); an authorizer that cannot list them says the list is incomplete.
     fn rules_for(&self, _identity: &Identity, _namespace: &str) -> RuleList {
@@ -300,6 +306,13 @@ impl DenyRules {
 }
 
 impl Authorizer for DenyRules {
+    fn denies_explicitly(&self, identity: &Identity, attributes: &Attributes) -> bool {
+        self.rules
+            .iter()
+            .any(|rule| rule.matches(identity, attributes))
+            || self.then.denies_explicitly(identity, attributes)
+    }
+
     /// The rules of the authorizer behind; incomplete when a deny rule may take some away
     /// (rules cannot say "except").
     fn rules_for(&self, identity: &Identity, namespace: &str) -> RuleList {

@@ -128,11 +128,13 @@ pub fn access_review(
         _ => subject_of(&review, kind)?,
     };
     let decision = shared.authorizer.authorize(&identity, &attributes);
-    let status = if decision.allowed {
-        json!({"allowed": true, "reason": decision.reason})
-    } else {
-        json!({"allowed": false, "denied": true, "reason": decision.reason})
-    };
+    let mut status = json!({"allowed": decision.allowed});
+    if !decision.reason.is_empty() {
+        status["reason"] = json!(decision.reason);
+    }
+    if !decision.allowed && shared.authorizer.denies_explicitly(&identity, &attributes) {
+        status["denied"] = json!(true);
+    }
     finish(&mut review, kind, context, status);
     Ok(json_response(201, &review))
 }
