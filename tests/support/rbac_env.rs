@@ -8,10 +8,13 @@
 //! [`RbacEnv`] runs `arbor-kube-emu` with one static token per component, named like the
 //! chart's ServiceAccounts (`system:serviceaccount:arbor-system:arbor-<component>`), so the
 //! emulator's request accounting (`GET /__emu/requests`) says which component made each
-//! request. The emulator does not enforce RBAC: every request succeeds, and the test judges
-//! each one afterwards with [`Grants::allows`], Kubernetes' RBAC matching rules: API groups,
-//! resources with `resource/subresource`, verbs, `*` in each, resourceNames, and the
-//! namespace of a Role or RoleBinding.
+//! request. The emulator enforces RBAC (`--authorization rbac`) with exactly the chart's
+//! rendered Roles, ClusterRoles and bindings applied (plus kube's bootstrap policy), so a
+//! grant the chart lacks fails the first request that needs it with kube-apiserver's 403.
+//! Afterwards the test also judges each recorded request with [`Grants::allows`],
+//! Kubernetes' RBAC matching rules (API groups, resources with `resource/subresource`, verbs,
+//! `*` in each, resourceNames, the namespace of a Role or RoleBinding), which names what is
+//! missing in one list and, with [`Grants::unused`], what the chart grants but nothing used.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -209,6 +212,20 @@ impl RenderedChart {
             .filter(move |object| object["kind"] == kind)
     }
 
+    /// The chart's ServiceAccounts, Roles, ClusterRoles and their bindings, in an order that
+    /// can be applied (accounts and roles before the bindings naming them).
+    pub fn rbac_objects(&self) -> impl Iterator<Item = &Value> + '_ {
+        [
+            "ServiceAccount",
+            "ClusterRole",
+            "Role",
+            "ClusterRoleBinding",
+            "RoleBinding",
+        ]
+        .into_iter()
+        .flat_map(|kind| self.of_kind(kind))
+    }
+
     /// The rules of the role a binding refers to (a RoleBinding's `Role` is in its namespace).
     fn role_rules(&self, binding: &Value) -> anyhow::Result<(String, Vec<Rule>)> {
         let kind = binding["roleRef"]["kind"].as_str().unwrap_or_default();
@@ -394,6 +411,7 @@ impl RbacEnv {
         .arg(&admin_kubeconfig)
         .arg("--token-file")
         .arg(&tokens)
+        .args(["--authorization", "rbac"])
         .start()?;
         emulator.wait_for_line("listening on", WAIT).await?;
         let admin_yaml = std::fs::read_to_string(&admin_kubeconfig)
@@ -405,6 +423,16 @@ impl RbacEnv {
         let client = arbor_runtime::client::from_kubeconfig_yaml(&admin_yaml).await?;
         install_crds(&client, WAIT).await?;
         ensure_namespace(&client, NAMESPACE).await?;
+        for object in chart.rbac_objects() {
+            apply(&client, object, Some(NAMESPACE))
+                .await
+                .with_context(|| {
+                    format!(
+                        "applying the chart's {} {}",
+                        object["kind"], object["metadata"]["name"]
+                    )
+                })?;
+        }
         let tls = TlsFiles::create(&dir.path().join("tls"))?;
         Ok(RbacEnv {
             client,
@@ -500,6 +528,14 @@ impl RbacEnv {
             .chain(self.controllers.values())
             .map(|process| format!("\n--- {} ---\n{}", process.name(), process.log_tail()))
             .collect()
+    }
+
+    /// A client authenticated as `component`'s ServiceAccount, as the component itself is.
+    pub async fn client_as(&self, component: &str) -> anyhow::Result<Client> {
+        let path = self.dir.path().join(format!("{component}.kubeconfig"));
+        let yaml = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        Ok(arbor_runtime::client::from_kubeconfig_yaml(&yaml).await?)
     }
 
     /// A directory removed with the environment.

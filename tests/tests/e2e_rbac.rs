@@ -1,8 +1,10 @@
 //! The Helm chart's RBAC is what the controllers need: each controller runs with the chart's
-//! arguments as its own ServiceAccount against the emulator, a scenario exercises all four
-//! (a GitTrack synced, a namespace tree with a propagated Secret, an Application, admission
-//! reviews, leader election in `arbor-system`), and every request each one made must be
-//! allowed by the (Cluster)Roles the chart binds to its ServiceAccount.
+//! arguments as its own ServiceAccount against the emulator, which enforces RBAC with the
+//! chart's rendered Roles, ClusterRoles and bindings; a scenario exercises all four (a
+//! GitTrack synced, a namespace tree with a propagated Secret, an Application, admission
+//! reviews, leader election in `arbor-system`). A missing grant fails the request that needs
+//! it, so the scenario stalls; the test then names every refused request (403) and every
+//! request the chart's rules do not allow.
 //!
 //! What the chart grants but no request used is reported, not asserted (a grant may serve a
 //! path this scenario does not take, such as deleting a source): printed, and written to
@@ -54,9 +56,39 @@ async fn every_request_of_each_component_is_allowed_by_the_charts_rbac() {
         eprintln!("{:?} started {component}", started.elapsed());
     }
     let result = run_scenario(&env).await;
-    result.unwrap_or_else(|error| panic!("{error:#}{}", env.logs()));
-
     let requests = env.requests().await.unwrap();
+    // Enforced: what the chart does not grant was refused, whatever the scenario made of it.
+    let refused: std::collections::BTreeSet<String> = requests
+        .iter()
+        .filter(|request| {
+            request.code == 403 && request.identity.starts_with("system:serviceaccount:")
+        })
+        .map(describe)
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "the emulator refused (403) under the chart's RBAC (identity verb group/resource namespace):\n{}{}",
+        refused.into_iter().collect::<Vec<_>>().join("\n"),
+        env.logs()
+    );
+    result.unwrap_or_else(|error| panic!("{error:#}{}", env.logs()));
+    // And enforcement is on: what the chart does not grant is refused in kube-apiserver's words.
+    let gitsync = env.client_as("gitsync").await.unwrap();
+    let refused = Api::<Lease>::namespaced(gitsync, "kube-system")
+        .get("kube-scheduler")
+        .await
+        .expect_err("the chart grants no Lease outside arbor-system");
+    match refused {
+        kube::Error::Api(status) => assert_eq!(
+            status.message,
+            format!(
+                "leases.coordination.k8s.io \"kube-scheduler\" is forbidden: User \"{}\" cannot get resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"kube-system\"",
+                identity("gitsync")
+            )
+        ),
+        other => panic!("expected a 403, got {other:?}"),
+    }
+
     let mut by_identity: BTreeMap<String, Vec<Request>> = BTreeMap::new();
     for request in requests {
         by_identity

@@ -47,6 +47,8 @@ impl RequestRecord {
             subresource,
             namespace,
             name,
+            // Only resource requests are accounted.
+            path: _,
         } = attributes;
         RequestRecord {
             verb,

@@ -40,7 +40,8 @@ pub struct ServeConfig {
 /// What every connection shares.
 #[derive(Debug)]
 pub struct Shared {
-    pub state: Mutex<State>,
+    /// Shared with the RBAC authorizer, which reads the policy from the store.
+    pub state: Arc<Mutex<State>>,
     pub authenticator: Authenticator,
     pub authorizer: Arc<dyn Authorizer>,
     pub config: ServeConfig,
@@ -112,6 +113,21 @@ pub fn error_response(error: &ApiError) -> Response<Body> {
     json_response(error.code, &error.to_status())
 }
 
+/// The path of a request kube-apiserver authorizes as a non-resource URL: discovery, version
+/// and OpenAPI. Health checks are answered before authentication; the emulator's own
+/// `/__emu/` endpoints are test hooks, authenticated but not authorized.
+fn non_resource_path(route: &Route, path: &str) -> Option<String> {
+    match route {
+        Route::Version
+        | Route::CoreVersions
+        | Route::Groups
+        | Route::Group(_)
+        | Route::GroupVersion { .. }
+        | Route::OpenApi(_) => Some(path.to_owned()),
+        Route::Health | Route::Resource(_) | Route::Admin(_) | Route::Unknown => None,
+    }
+}
+
 /// Serves one HTTP request.
 pub async fn serve<B>(shared: Arc<Shared>, request: Request<B>) -> Response<Body>
 where
@@ -157,6 +173,14 @@ where
     {
         let target = target.clone();
         return crate::portforward::serve(shared, identity, target, query, request).await;
+    }
+    if let Some(path) = non_resource_path(&route, request.uri().path()) {
+        let attributes = crate::authz::Attributes {
+            verb: request.method().as_str().to_lowercase(),
+            path: Some(path),
+            ..crate::authz::Attributes::default()
+        };
+        crate::authz::check(shared.authorizer.as_ref(), &identity, &attributes)?;
     }
     let (parts, body) = request.into_parts();
     let body = body

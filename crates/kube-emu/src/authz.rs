@@ -17,7 +17,11 @@
 //!
 //! A field left out (or empty) matches anything. `resources` entries are `plural`,
 //! `plural/subresource`, `plural/*` or `*`; `namespaces` entries are names, `*`, or `""` for
-//! cluster-scoped requests.
+//! cluster-scoped requests. Deny rules judge resource requests only; non-resource paths
+//! (discovery, `/version`, OpenAPI) are judged by the authorizer alone.
+//!
+//! With `--authorization rbac` the authorizer is the `rbac` module's, which reads the stored
+//! Roles, ClusterRoles and bindings; deny rules still come first.
 
 use std::fmt;
 use std::path::Path;
@@ -27,6 +31,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::Identity;
 use crate::error::Error;
+use crate::registry::ResourceId;
+use crate::status::ApiError;
 
 /// The question an authorizer answers, as in a SubjectAccessReview's resourceAttributes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -37,6 +43,45 @@ pub struct Attributes {
     pub subresource: String,
     pub namespace: String,
     pub name: String,
+    /// The path of a non-resource request (`/apis`, `/version`); `None` for resources.
+    pub path: Option<String>,
+}
+
+impl Attributes {
+    /// `resource` or `resource/subresource`, as messages name it.
+    pub fn combined_resource(&self) -> String {
+        if self.subresource.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}/{}", self.resource, self.subresource)
+        }
+    }
+
+    /// kube-apiserver's wording of a refusal (responsewriters' `forbiddenMessage`), with the
+    /// authorizer's reason appended when it gave one.
+    pub fn forbidden_message(&self, username: &str, reason: &str) -> String {
+        let what = match &self.path {
+            Some(path) => format!("User \"{username}\" cannot {} path \"{path}\"", self.verb),
+            None => {
+                let scope = if self.namespace.is_empty() {
+                    "at the cluster scope".to_owned()
+                } else {
+                    format!("in the namespace \"{}\"", self.namespace)
+                };
+                format!(
+                    "User \"{username}\" cannot {} resource \"{}\" in API group \"{}\" {scope}",
+                    self.verb,
+                    self.combined_resource(),
+                    self.group
+                )
+            }
+        };
+        if reason.is_empty() {
+            what
+        } else {
+            format!("{what}: {reason}")
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +92,44 @@ pub struct Decision {
 
 pub trait Authorizer: Send + Sync + std::fmt::Debug {
     fn authorize(&self, identity: &Identity, attributes: &Attributes) -> Decision;
+
+    /// Whether a refusal of `attributes` is an explicit denial (an access review's
+    /// `status.denied`) rather than kube's "no opinion", which is all RBAC ever gives.
+    fn denies_explicitly(&self, _identity: &Identity, _attributes: &Attributes) -> bool {
+        true
+    }
+
+    /// The rules `identity` holds in `namespace`, for SelfSubjectRulesReview (`kubectl auth
+    /// can-i --list`); an authorizer that cannot list them says the list is incomplete.
+    fn rules_for(&self, _identity: &Identity, _namespace: &str) -> RuleList {
+        RuleList {
+            incomplete: true,
+            ..RuleList::default()
+        }
+    }
+}
+
+/// The rules a SelfSubjectRulesReview lists: RBAC PolicyRule objects, resource and
+/// non-resource ones together.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RuleList {
+    pub rules: Vec<serde_json::Value>,
+    pub incomplete: bool,
+    pub evaluation_error: String,
+}
+
+impl RuleList {
+    /// Everything, as `*` rules.
+    pub fn everything() -> RuleList {
+        RuleList {
+            rules: vec![
+                serde_json::json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}),
+                serde_json::json!({"verbs": ["*"], "nonResourceURLs": ["*"]}),
+            ],
+            incomplete: false,
+            evaluation_error: String::new(),
+        }
+    }
 }
 
 /// Allows every request: the emulator's policy unless rules deny.
@@ -54,12 +137,48 @@ pub trait Authorizer: Send + Sync + std::fmt::Debug {
 pub struct AllowAll;
 
 impl Authorizer for AllowAll {
+    fn rules_for(&self, _identity: &Identity, _namespace: &str) -> RuleList {
+        RuleList::everything()
+    }
+
     fn authorize(&self, _identity: &Identity, _attributes: &Attributes) -> Decision {
         Decision {
             allowed: true,
             reason: "arbor-kube-emu allows every request".into(),
         }
     }
+}
+
+/// The 403 for a refused request, as kube-apiserver's authorization filter writes it.
+pub(crate) fn refusal(identity: &Identity, attributes: &Attributes, reason: &str) -> ApiError {
+    let message = attributes.forbidden_message(&identity.username, reason);
+    match attributes.path {
+        Some(_) => ApiError::forbidden_path(&message),
+        None => ApiError::forbidden(
+            &ResourceId::new(&attributes.group, &attributes.resource),
+            &attributes.name,
+            &message,
+        ),
+    }
+}
+
+/// Asks `authorizer`; a refusal is kube-apiserver's 403.
+pub(crate) fn check(
+    authorizer: &dyn Authorizer,
+    identity: &Identity,
+    attributes: &Attributes,
+) -> Result<(), ApiError> {
+    let decision = authorizer.authorize(identity, attributes);
+    if decision.allowed {
+        return Ok(());
+    }
+    tracing::debug!(
+        user = %identity.username,
+        reason = %decision.reason,
+        "forbidden: {}",
+        attributes.forbidden_message(&identity.username, "")
+    );
+    Err(refusal(identity, attributes, &decision.reason))
 }
 
 /// One rule: the requests it matches are denied.
@@ -110,7 +229,8 @@ impl DenyRule {
     }
 
     pub fn matches(&self, identity: &Identity, attributes: &Attributes) -> bool {
-        any_or(&self.users, |user| user == identity.username)
+        attributes.path.is_none()
+            && any_or(&self.users, |user| user == identity.username)
             && any_or(&self.groups, |group| {
                 identity.groups.iter().any(|held| held == group)
             })
@@ -186,6 +306,21 @@ impl DenyRules {
 }
 
 impl Authorizer for DenyRules {
+    fn denies_explicitly(&self, identity: &Identity, attributes: &Attributes) -> bool {
+        self.rules
+            .iter()
+            .any(|rule| rule.matches(identity, attributes))
+            || self.then.denies_explicitly(identity, attributes)
+    }
+
+    /// The rules of the authorizer behind; incomplete when a deny rule may take some away
+    /// (rules cannot say "except").
+    fn rules_for(&self, identity: &Identity, namespace: &str) -> RuleList {
+        let mut list = self.then.rules_for(identity, namespace);
+        list.incomplete |= !self.rules.is_empty();
+        list
+    }
+
     fn authorize(&self, identity: &Identity, attributes: &Attributes) -> Decision {
         match self
             .rules

@@ -28,6 +28,12 @@ pub struct Args {
     /// Changes remembered for watches and paging; older resourceVersions get 410 Gone.
     #[arg(long, default_value_t = 10_000)]
     pub history_window: usize,
+    /// How requests are authorized: `always-allow` (every authenticated request, the
+    /// default) or `rbac` (the stored Roles, ClusterRoles and bindings, as kube-apiserver's
+    /// RBAC authorizer; the server starts with kube's bootstrap policy and `system:masters`
+    /// may do everything).
+    #[arg(long, value_enum, default_value_t = Authorization::AlwaysAllow)]
+    pub authorization: Authorization,
     /// YAML file of rules denying verbs to identities (see the `authz` module), for example
     /// `rules: [{users: [system:serviceaccount:arbor-system:arbor-hierarchy], verbs: [delete], resources: [secrets]}]`.
     #[arg(long)]
@@ -36,6 +42,13 @@ pub struct Args {
     /// defaults to 443); repeatable. There is no cluster DNS.
     #[arg(long = "service-address", value_parser = parse_service_address)]
     pub service_addresses: Vec<ServiceAddress>,
+}
+
+/// The `--authorization` modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Authorization {
+    AlwaysAllow,
+    Rbac,
 }
 
 /// One `--service-address`.
@@ -78,7 +91,8 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let mut builder = KubeEmu::builder()
         .listen(args.listen)
         .tls(args.tls)
-        .history_window(args.history_window);
+        .history_window(args.history_window)
+        .rbac(args.authorization == Authorization::Rbac);
     if let Some(path) = &args.token_file {
         builder = builder.tokens(read_token_file(path)?);
     }

@@ -131,53 +131,44 @@ fn resolve(
     Ok((kind, verb))
 }
 
-/// What a request asks to do, as authorization and accounting name it.
+/// What a request asks to do, as authorization and accounting name it, with kube-apiserver's
+/// request-info rules: a Namespace object is "in" itself, and a list or watch whose field
+/// selector pins `metadata.name` names that object (so `resourceNames` rules can allow it).
 fn request_attributes(context: &RequestContext, verb: Verb) -> Attributes {
     let target = &context.target;
+    let mut name = target.name.clone().unwrap_or_default();
+    if name.is_empty() && matches!(verb, Verb::List | Verb::Watch) {
+        name = context
+            .query
+            .get("fieldSelector")
+            .and_then(selected_name)
+            .unwrap_or_default();
+    }
+    let namespace = match &target.namespace {
+        Some(namespace) => namespace.clone(),
+        None if target.group.is_empty() && target.plural == "namespaces" => {
+            target.name.clone().unwrap_or_default()
+        }
+        None => String::new(),
+    };
     Attributes {
         verb: verb.as_str().to_owned(),
         group: target.group.clone(),
         resource: target.plural.clone(),
         subresource: target.subresource.clone().unwrap_or_default(),
-        namespace: target.namespace.clone().unwrap_or_default(),
-        name: target.name.clone().unwrap_or_default(),
+        namespace,
+        name,
+        path: None,
     }
 }
 
-/// Asks the authorizer; a denial is kube's 403 wording.
-pub(crate) fn authorize(
-    shared: &Shared,
-    context: &RequestContext,
-    kind: &ResourceKind,
-    attributes: &Attributes,
-) -> Result<(), ApiError> {
-    let target = &context.target;
-    let decision = shared.authorizer.authorize(&context.identity, attributes);
-    if decision.allowed {
-        return Ok(());
-    }
-    let scope = match &target.namespace {
-        Some(namespace) => format!("in the namespace \"{namespace}\""),
-        None => "at the cluster scope".to_owned(),
-    };
-    let resource = match target.subresource.as_deref() {
-        Some(subresource) => format!("{}/{subresource}", attributes.resource),
-        None => attributes.resource.clone(),
-    };
-    // kube-apiserver appends the authorizer's reason only when it gave one.
-    let reason = if decision.reason.is_empty() {
-        String::new()
-    } else {
-        format!(": {}", decision.reason)
-    };
-    Err(ApiError::forbidden(
-        &kind.id,
-        &attributes.name,
-        &format!(
-            "User \"{}\" cannot {} resource \"{resource}\" in API group \"{}\" {scope}{reason}",
-            context.identity.username, attributes.verb, attributes.group,
-        ),
-    ))
+/// The name a field selector requires exactly (`metadata.name=x` or `==x` among its terms).
+fn selected_name(selector: &str) -> Option<String> {
+    selector.split(',').find_map(|term| {
+        let rest = term.trim().strip_prefix("metadata.name")?;
+        let value = rest.strip_prefix("==").or_else(|| rest.strip_prefix('='))?;
+        (!value.is_empty() && !value.contains('/')).then(|| value.to_owned())
+    })
 }
 
 /// Serves a resource request: resolve the kind and verb, authorize, apply injected faults, then
@@ -219,7 +210,7 @@ async fn run(
     verb: Verb,
     attributes: &Attributes,
 ) -> Result<Response<Body>, ApiError> {
-    authorize(shared, context, kind, attributes)?;
+    crate::authz::check(shared.authorizer.as_ref(), &context.identity, attributes)?;
     if let Some(refusal) = injected_fault(shared, context, verb).await {
         return Ok(refusal);
     }
@@ -238,9 +229,7 @@ async fn run(
         Verb::Get => read::get(shared, context, kind),
         Verb::List => read::list(shared, context, kind),
         Verb::Watch => watch::watch(shared, context, kind),
-        Verb::Create if kind.kind == "SelfSubjectAccessReview" => {
-            review::self_subject_access_review(shared, context)
-        }
+        Verb::Create if review::is_review(kind) => review::access_review(shared, context, kind),
         Verb::Create if kind.kind == "TokenReview" => token::token_review(shared, context),
         Verb::Create => write::create(shared, context, kind).await,
         Verb::Update => write::update(shared, context, kind).await,

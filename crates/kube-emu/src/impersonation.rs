@@ -1,14 +1,14 @@
 //! Impersonation, as kube-apiserver does it: a request with `Impersonate-User` (and optionally
 //! `Impersonate-Group`) headers acts as that user, after the authenticated user was checked for
 //! the `impersonate` verb on `serviceaccounts` (for a service account's user name, in its
-//! namespace), `users` or `groups`. The impersonated identity is then what authorization (the
-//! deny rules included), admission and accounting see.
+//! namespace), `users` or `groups`, by the same authorizer as every request (RBAC when it is on),
+//! refused with kube-apiserver's Forbidden wording. The impersonated identity is then what
+//! authorization (the deny rules included), admission and accounting see.
 
 use http::HeaderMap;
 
 use crate::auth::{Identity, service_account_of};
 use crate::authz::{Attributes, Authorizer};
-use crate::registry::ResourceId;
 use crate::status::ApiError;
 
 const USER: &str = "impersonate-user";
@@ -49,23 +49,7 @@ pub fn identity_of(
             name: name.into(),
             ..Attributes::default()
         };
-        let decision = authorizer.authorize(&authenticated, &attributes);
-        if !decision.allowed {
-            let scope = if namespace.is_empty() {
-                "at the cluster scope".to_owned()
-            } else {
-                format!("in the namespace \"{namespace}\"")
-            };
-            return Err(ApiError::forbidden(
-                &ResourceId::new("", resource),
-                name,
-                &format!(
-                    "User \"{}\" cannot impersonate resource \"{resource}\" in API group \"\" \
-                     {scope}: {}",
-                    authenticated.username, decision.reason
-                ),
-            ));
-        }
+        crate::authz::check(authorizer, &authenticated, &attributes)?;
     }
     Ok(Identity::new(user, "", &groups))
 }

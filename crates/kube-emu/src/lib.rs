@@ -1,9 +1,11 @@
 //! arbor-kube-emu: an in-memory Kubernetes API server for Arbor's tests and local demo.
 //!
 //! **Test and demo infrastructure only — never run it in production.** It keeps everything in
-//! memory, has no persistence, no RBAC (by default every authenticated request is allowed; deny
-//! rules can refuse chosen verbs to chosen identities, see [`authz`]) and no controllers beyond
-//! the few the API semantics need. Impersonation headers are honoured (see `impersonation`): the
+//! memory, has no persistence, and no controllers beyond the few the API semantics need. By
+//! default every authenticated request is allowed; deny rules can refuse chosen verbs to chosen
+//! identities (see [`authz`]), and `--authorization rbac` ([`KubeEmuBuilder::rbac`]) enforces
+//! the stored Roles, ClusterRoles and bindings as kube-apiserver's RBAC authorizer does
+//! (aggregated ClusterRoles included, kube's bootstrap policy stored at start; see `rbac`). Impersonation headers are honoured (see `impersonation`): the
 //! impersonator needs the `impersonate` verb, and the impersonated user is who the rest sees.
 //!
 //! It speaks the Kubernetes REST API closely enough that kube-rs (Api, watcher, reflector,
@@ -132,6 +134,7 @@ pub mod patch;
 pub mod portforward;
 mod present;
 mod protobuf;
+mod rbac;
 mod registry;
 mod route;
 mod schema;

@@ -278,6 +278,7 @@ impl State {
         object: &Value,
         work: &mut VecDeque<FollowUp>,
     ) {
+        self.after_change(resource);
         let uid = meta::uid(object);
         // Garbage collection: dependents whose owners are all gone go too.
         work.push_back(FollowUp::DeleteDependents(uid.to_owned()));

@@ -117,8 +117,9 @@ pub(crate) async fn serve<B>(
             subresource: "portforward".to_owned(),
             namespace: namespace.clone(),
             name: name.clone(),
+            path: None,
         };
-        crate::handlers::authorize(&shared, &context, &kind, &attributes)?;
+        crate::authz::check(shared.authorizer.as_ref(), &context.identity, &attributes)?;
     }
     let ports = requested_ports(&query)?;
     let pod = shared

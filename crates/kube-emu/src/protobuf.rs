@@ -180,6 +180,18 @@ const SELF_SUBJECT_ACCESS_REVIEW: &[Field] = &[
     ),
 ];
 
+const SELF_SUBJECT_RULES_REVIEW_SPEC: &[Field] = &[field(1, "namespace", FieldType::Text)];
+
+/// What `kubectl auth can-i --list` sends.
+const SELF_SUBJECT_RULES_REVIEW: &[Field] = &[
+    field(1, "metadata", FieldType::Message(OBJECT_META)),
+    field(
+        2,
+        "spec",
+        FieldType::Message(SELF_SUBJECT_RULES_REVIEW_SPEC),
+    ),
+];
+
 const POLICY_RULE: &[Field] = &[
     repeated(1, "verbs", FieldType::Text),
     repeated(2, "apiGroups", FieldType::Text),
@@ -442,6 +454,7 @@ fn schema_for(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("v1", "Namespace") => Some(NAMESPACE),
         ("v1", "ServiceAccount") => Some(SERVICE_ACCOUNT),
         ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => Some(SELF_SUBJECT_ACCESS_REVIEW),
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => Some(SELF_SUBJECT_RULES_REVIEW),
         ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole") => Some(ROLE),
         ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => {
             Some(ROLE_BINDING)
@@ -698,7 +711,7 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
         .and_then(Value::as_str)
         .unwrap_or_default();
     let schema = schema_for(api_version, kind)
-        .ok_or_else(|| format!("protobuf bodies are understood for v1 ConfigMap, Secret, Namespace, ServiceAccount, Service, apps/v1 Deployment, batch/v1 Job and CronJob, RBAC roles and bindings, TokenRequest and SelfSubjectAccessReview only, not {api_version} {kind}; send JSON"))?;
+        .ok_or_else(|| format!("protobuf bodies are understood for v1 ConfigMap, Secret, Namespace, ServiceAccount, Service, apps/v1 Deployment, batch/v1 Job and CronJob, RBAC roles and bindings, TokenRequest, SelfSubjectAccessReview and SelfSubjectRulesReview only, not {api_version} {kind}; send JSON"))?;
     let raw = unknown
         .get("raw")
         .and_then(Value::as_str)

@@ -25,6 +25,7 @@ use crate::authz::{AllowAll, Authorizer, DenyRule, DenyRules};
 use crate::error::Error;
 use crate::faults::Faults;
 use crate::kubeconfig::{self, Endpoint};
+use crate::rbac::RbacAuthorizer;
 use crate::state::State;
 use crate::tls;
 
@@ -40,6 +41,7 @@ pub struct KubeEmuBuilder {
     history_window: usize,
     bookmark_interval: Duration,
     authorizer: Arc<dyn Authorizer>,
+    rbac: bool,
     deny_rules: Vec<DenyRule>,
     service_addresses: HashMap<String, String>,
 }
@@ -53,6 +55,7 @@ impl Default for KubeEmuBuilder {
             history_window: 10_000,
             bookmark_interval: Duration::from_secs(60),
             authorizer: Arc::new(AllowAll),
+            rbac: false,
             deny_rules: Vec::new(),
             service_addresses: HashMap::new(),
         }
@@ -100,6 +103,15 @@ impl KubeEmuBuilder {
     /// Decides every request and answers SelfSubjectAccessReviews (default: allow all).
     pub fn authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
         self.authorizer = authorizer;
+        self
+    }
+
+    /// Enforces RBAC from the stored Roles, ClusterRoles and bindings, as kube-apiserver's RBAC
+    /// authorizer does, instead of [`KubeEmuBuilder::authorizer`]; the server starts with
+    /// kube's bootstrap policy (see the `rbac` module). Members of `system:masters` (the
+    /// default admin) may do everything.
+    pub fn rbac(mut self, enabled: bool) -> Self {
+        self.rbac = enabled;
         self
     }
 
@@ -157,13 +169,23 @@ impl KubeEmuBuilder {
             .as_ref()
             .and_then(|tokens| tokens.first())
             .map(|token| token.token.clone());
-        let authorizer: Arc<dyn Authorizer> = if self.deny_rules.is_empty() {
-            self.authorizer
+        let mut state = State::new(self.history_window);
+        if self.rbac {
+            crate::rbac::bootstrap::install(&mut state);
+        }
+        let state = Arc::new(Mutex::new(state));
+        let base: Arc<dyn Authorizer> = if self.rbac {
+            Arc::new(RbacAuthorizer::new(state.clone()))
         } else {
-            Arc::new(DenyRules::new(self.deny_rules, self.authorizer))
+            self.authorizer
+        };
+        let authorizer: Arc<dyn Authorizer> = if self.deny_rules.is_empty() {
+            base
+        } else {
+            Arc::new(DenyRules::new(self.deny_rules, base))
         };
         let shared = Arc::new(Shared {
-            state: Mutex::new(State::new(self.history_window)),
+            state,
             authenticator: Authenticator::new(self.tokens),
             authorizer,
             faults: Faults::default(),

@@ -472,7 +472,16 @@ impl State {
         if let Some(new_kind) = new_kind {
             self.registry.register(new_kind);
         }
-        Ok(self.store.put(&kind.id, key, object))
+        let stored = self.store.put(&kind.id, key, object);
+        self.after_change(&kind.id);
+        Ok(stored)
+    }
+
+    /// What controllers of a real cluster do right after a change: ClusterRole aggregation.
+    pub(crate) fn after_change(&mut self, resource: &ResourceId) {
+        if crate::rbac::is_cluster_roles(resource) {
+            crate::rbac::bootstrap::aggregate(&mut self.store);
+        }
     }
 
     /// Replaces the object at `key` with `body`, on the main resource or a subresource.
@@ -569,7 +578,9 @@ impl State {
         if ready_to_remove(&kind.id, &new) {
             return Ok(self.remove_with_last_state(&kind.id, key, new));
         }
-        Ok(self.store.put(&kind.id, key.clone(), new))
+        let stored = self.store.put(&kind.id, key.clone(), new);
+        self.after_change(&kind.id);
+        Ok(stored)
     }
 
     /// Restores what clients cannot change and refuses what they may not do to a live object.

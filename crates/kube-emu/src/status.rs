@@ -247,6 +247,12 @@ impl ApiError {
             .with_details(details(resource, name))
     }
 
+    /// 403 for a non-resource path: `forbidden: <why>`, with empty details as kube-apiserver
+    /// sends them.
+    pub fn forbidden_path(why: &str) -> ApiError {
+        ApiError::new(403, "Forbidden", format!("forbidden: {why}")).with_details(json!({}))
+    }
+
     /// 403 for a create in a namespace that is being deleted.
     pub fn namespace_terminating(resource: &ResourceId, name: &str, namespace: &str) -> ApiError {
         let mut error = ApiError::forbidden(

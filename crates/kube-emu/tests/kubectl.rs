@@ -366,6 +366,135 @@ fn deny_rules_from_a_file_forbid_a_service_account_and_can_i_says_no() {
     );
 }
 
+#[test]
+fn rbac_enforced_kubectl_can_i_and_a_forbidden_get_read_as_against_kube_apiserver() {
+    let server = start_server_with(|_| vec!["--authorization".into(), "rbac".into()]);
+    let as_bob = |args: &[&str]| {
+        let mut all = vec!["--token", "other"];
+        all.extend_from_slice(args);
+        kubectl_command(&server.kubeconfig, &all)
+            .output()
+            .expect("kubectl runs")
+    };
+    let stdout =
+        |output: &std::process::Output| String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    kubectl(
+        &server,
+        &["create", "configmap", "settings", "--from-literal=a=b"],
+    );
+    assert_eq!(
+        stdout(&as_bob(&["auth", "can-i", "get", "configmaps"])),
+        "no"
+    );
+    let get = as_bob(&["get", "configmap", "settings"]);
+    assert!(!get.status.success());
+    let stderr = String::from_utf8_lossy(&get.stderr);
+    assert!(
+        stderr.contains(
+            "Error from server (Forbidden): configmaps \"settings\" is forbidden: User \"bob\" cannot get resource \"configmaps\" in API group \"\" in the namespace \"default\""
+        ),
+        "{stderr}"
+    );
+    let list = as_bob(&["get", "configmaps", "-A"]);
+    let stderr = String::from_utf8_lossy(&list.stderr);
+    assert!(
+        stderr.contains(
+            "configmaps is forbidden: User \"bob\" cannot list resource \"configmaps\" in API group \"\" at the cluster scope"
+        ),
+        "{stderr}"
+    );
+    // The admin grants with kubectl's own generators; the binding works at once.
+    kubectl(
+        &server,
+        &[
+            "create",
+            "role",
+            "reader",
+            "--verb=get",
+            "--resource=configmaps",
+        ],
+    );
+    kubectl(
+        &server,
+        &[
+            "create",
+            "rolebinding",
+            "reader",
+            "--role=reader",
+            "--user=bob",
+        ],
+    );
+    assert_eq!(
+        stdout(&as_bob(&["auth", "can-i", "get", "configmaps"])),
+        "yes"
+    );
+    assert_eq!(
+        stdout(&as_bob(&["auth", "can-i", "list", "configmaps"])),
+        "no"
+    );
+    assert_eq!(
+        stdout(&as_bob(&[
+            "auth",
+            "can-i",
+            "get",
+            "configmaps",
+            "-n",
+            "kube-system"
+        ])),
+        "no"
+    );
+    assert!(as_bob(&["get", "configmap", "settings"]).status.success());
+    let listing = as_bob(&["auth", "can-i", "--list"]);
+    let listed = stdout(&listing);
+    assert!(
+        listed
+            .lines()
+            .any(|line| line.starts_with("configmaps ") && line.ends_with("[get]")),
+        "{listed}{}",
+        String::from_utf8_lossy(&listing.stderr)
+    );
+    // The admin asks on bob's behalf by impersonation; bob may not impersonate.
+    assert_eq!(
+        kubectl(
+            &server,
+            &["auth", "can-i", "get", "configmaps", "--as", "bob"]
+        )
+        .trim(),
+        "yes"
+    );
+    let impersonating = as_bob(&["get", "configmap", "settings", "--as", "admin"]);
+    let stderr = String::from_utf8_lossy(&impersonating.stderr);
+    assert!(
+        stderr.contains(
+            "users \"admin\" is forbidden: User \"bob\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+        ),
+        "{stderr}"
+    );
+    // Aggregated bootstrap roles: binding `view` lets the robot list pods in default.
+    let robot = |args: &[&str]| {
+        let mut all = vec!["--token", "robot"];
+        all.extend_from_slice(args);
+        stdout(
+            &kubectl_command(&server.kubeconfig, &all)
+                .output()
+                .expect("kubectl runs"),
+        )
+    };
+    assert_eq!(robot(&["auth", "can-i", "list", "pods"]), "no");
+    kubectl(
+        &server,
+        &[
+            "create",
+            "rolebinding",
+            "robot-view",
+            "--clusterrole=view",
+            "--serviceaccount=arbor-system:arbor-hierarchy",
+        ],
+    );
+    assert_eq!(robot(&["auth", "can-i", "list", "pods"]), "yes");
+    assert_eq!(robot(&["auth", "can-i", "delete", "pods"]), "no");
+}
+
 /// Runs kubectl expecting a refusal; its stderr.
 fn kubectl_refused(server: &Server, args: &[&str], input: &str) -> String {
     let output = run_kubectl(server, args, Some(input));

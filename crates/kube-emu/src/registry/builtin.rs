@@ -357,6 +357,29 @@ fn table() -> Vec<Builtin> {
         .cluster()
         .with_status()
         .with_generation(),
+        namespaced(
+            "authorization.k8s.io",
+            "v1",
+            "SelfSubjectRulesReview",
+            "selfsubjectrulesreviews",
+        )
+        .cluster()
+        .create_only(),
+        namespaced(
+            "authorization.k8s.io",
+            "v1",
+            "SubjectAccessReview",
+            "subjectaccessreviews",
+        )
+        .cluster()
+        .create_only(),
+        namespaced(
+            "authorization.k8s.io",
+            "v1",
+            "LocalSubjectAccessReview",
+            "localsubjectaccessreviews",
+        )
+        .create_only(),
     ]
 }
 
