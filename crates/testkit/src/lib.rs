@@ -13,7 +13,10 @@
 //! - [`tls`]: a certificate authority and one mutual-TLS identity per component, as files;
 //! - [`cluster`]: applying YAML to a cluster, and bounded polling;
 //! - [`system`]: `arbor-kube-emu` and the four controllers as processes, wired to each other
-//!   over gRPC with mutual TLS: what `arborctl demo` runs and what the end-to-end tests start.
+//!   over gRPC with mutual TLS: what `arborctl demo` runs and what the end-to-end tests start;
+//! - [`source`]: where a system's API server comes from, an emulator it starts or an existing
+//!   cluster (`ARBOR_E2E_KUBECONFIG`), and [`shared`]: taking turns on such a cluster and
+//!   leaving it as it was found.
 //!
 //! Functions that wait take a timeout and fail with [`Error::Timeout`], naming what they
 //! waited for, so nothing in a test or the demo can hang.
@@ -25,6 +28,8 @@ pub mod git_http;
 pub mod git_repo;
 pub mod ports;
 pub mod process;
+pub mod shared;
+pub mod source;
 pub mod system;
 pub mod tls;
 

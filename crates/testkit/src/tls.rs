@@ -51,7 +51,19 @@ impl TlsFiles {
 
     /// Issues `<dir>/<name>.crt` and `<dir>/<name>.key` for `name`.
     pub fn issue(&self, name: &str) -> Result<Identity, Error> {
-        let issued = self.authority.issue(name, &LOOPBACK_NAMES)?;
+        self.issue_for(name, &[])
+    }
+
+    /// Like [`TlsFiles::issue`], valid also for `extra_names` (host names or IP addresses):
+    /// a server that an API server elsewhere calls.
+    pub fn issue_for(&self, name: &str, extra_names: &[&str]) -> Result<Identity, Error> {
+        let mut names = LOOPBACK_NAMES.to_vec();
+        names.extend(
+            extra_names
+                .iter()
+                .filter(|name| !LOOPBACK_NAMES.contains(name)),
+        );
+        let issued = self.authority.issue(name, &names)?;
         let identity = Identity {
             cert: self.dir.join(format!("{name}.crt")),
             key: self.dir.join(format!("{name}.key")),
