@@ -43,6 +43,8 @@ test: deps helm
 ## start arbor-webhook need ARBOR_E2E_WEBHOOK_HOST, an address of this machine the API server
 ## reaches. The tests take turns on the cluster, so one test thread. E2E_TESTS picks test
 ## files (default: every tests/tests/e2e_*.rs), E2E_ARGS adds test-harness arguments.
+## `--workspace` (the test files are arbor-e2e's) keeps the features, hence the build, of
+## `make test`.
 E2E_TESTS ?= $(sort $(patsubst tests/tests/%.rs,%,$(wildcard tests/tests/e2e_*.rs)))
 E2E_ARGS ?=
 e2e-cluster: deps
@@ -51,7 +53,7 @@ e2e-cluster: deps
 	@test -f "$$ARBOR_E2E_KUBECONFIG" || { \
 	  echo "make e2e-cluster: ARBOR_E2E_KUBECONFIG=$$ARBOR_E2E_KUBECONFIG is not a file" >&2; exit 2; }
 	$(CARGO) build --workspace --bins
-	$(CARGO) test -p arbor-e2e $(addprefix --test ,$(E2E_TESTS)) -- --test-threads=1 $(E2E_ARGS)
+	$(CARGO) test --workspace $(addprefix --test ,$(E2E_TESTS)) -- --test-threads=1 $(E2E_ARGS)
 
 fmt:
 	$(CARGO) fmt --all
