@@ -9,7 +9,7 @@ APT_STAMP := .tools/apt-updated
 DEB_PACKAGES := pkg-config:pkg-config libssl-dev:/usr/include/openssl/ssl.h \
 	kubernetes-client:kubectl openssh-server:/usr/sbin/sshd git:git
 
-.PHONY: all build test lint fmt clippy deps demo bench crds proto chart helm clean
+.PHONY: all build test lint fmt clippy deps demo bench crds proto chart helm clean e2e-cluster
 
 all: build
 
@@ -33,6 +33,27 @@ build: deps
 test: deps helm
 	$(CARGO) build --workspace --bins
 	$(CARGO) test --workspace --no-fail-fast
+
+## e2e-cluster: the end-to-end tests of tests/ against a running cluster instead of one
+## arbor-kube-emu per test (README "The end-to-end tests against a real cluster").
+## ARBOR_E2E_KUBECONFIG names its kubeconfig: use a cluster made for it (kind, k3d), since each
+## test deletes the namespaces and cluster-scoped objects that appear while it runs. The
+## controllers run here as processes; the CRDs come from charts/arbor/crds. Tests that need
+## the emulator's own hooks or flags print "skipped: <test>: needs ..." and return; tests that
+## start arbor-webhook need ARBOR_E2E_WEBHOOK_HOST, an address of this machine the API server
+## reaches. The tests take turns on the cluster, so one test thread. E2E_TESTS picks test
+## files (default: every tests/tests/e2e_*.rs), E2E_ARGS adds test-harness arguments.
+## `--workspace` (the test files are arbor-e2e's) keeps the features, hence the build, of
+## `make test`.
+E2E_TESTS ?= $(sort $(patsubst tests/tests/%.rs,%,$(wildcard tests/tests/e2e_*.rs)))
+E2E_ARGS ?=
+e2e-cluster: deps
+	@test -n "$$ARBOR_E2E_KUBECONFIG" || { \
+	  echo "make e2e-cluster: set ARBOR_E2E_KUBECONFIG to the kubeconfig of the cluster to test" >&2; exit 2; }
+	@test -f "$$ARBOR_E2E_KUBECONFIG" || { \
+	  echo "make e2e-cluster: ARBOR_E2E_KUBECONFIG=$$ARBOR_E2E_KUBECONFIG is not a file" >&2; exit 2; }
+	$(CARGO) build --workspace --bins
+	$(CARGO) test --workspace $(addprefix --test ,$(E2E_TESTS)) -- --test-threads=1 $(E2E_ARGS)
 
 fmt:
 	$(CARGO) fmt --all

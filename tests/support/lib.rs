@@ -2,8 +2,8 @@
 //!
 //! End-to-end tests run the real binaries as processes. Cargo only builds a package's own
 //! binaries for its tests, so [`binary`] builds the one it needs with the same cargo, profile
-//! and target directory that built the running test (`cargo build -p <package>`, a no-op when
-//! it is up to date) and returns its path next to the test executable's directory. Running cargo
+//! and target directory that built the running test (`cargo build --workspace --bin <name>`, a
+//! no-op when it is up to date) and returns its path next to the test executable's directory. Running cargo
 //! from inside a test is safe because cargo releases the target directory once tests start.
 
 use std::collections::BTreeMap;
@@ -62,8 +62,11 @@ pub fn binary(package: &str, binary: &str) -> anyhow::Result<PathBuf> {
             "--quiet",
             "--profile",
             profile,
-            "-p",
-            package,
+            // The workspace's feature set, as `cargo build --workspace --bins` (make test,
+            // make e2e-cluster) builds it: `-p <package>` would resolve the package's own
+            // features, rebuild the binary differently and leave the next workspace build
+            // to rebuild it back.
+            "--workspace",
             "--bin",
             binary,
         ])
@@ -73,14 +76,14 @@ pub fn binary(package: &str, binary: &str) -> anyhow::Result<PathBuf> {
         .with_context(|| format!("running cargo to build {binary}"))?;
     if !output.status.success() {
         bail!(
-            "cargo build -p {package} failed:\n{}",
+            "cargo build --workspace --bin {binary} (package {package}) failed:\n{}",
             String::from_utf8_lossy(&output.stderr)
         );
     }
     let path = profile_dir.join(format!("{binary}{}", std::env::consts::EXE_SUFFIX));
     if !path.is_file() {
         bail!(
-            "{} is missing after cargo build -p {package}",
+            "{} is missing after cargo build --workspace --bin {binary} (package {package})",
             path.display()
         );
     }
@@ -168,5 +171,6 @@ fn collect(root: &Path, dir: &Path, files: &mut BTreeMap<String, String>) -> any
 }
 
 pub mod rbac_env;
+pub mod source;
 pub mod system;
 pub mod webhook_env;

@@ -33,6 +33,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
+use crate::source::Need;
+
 // The chart tests' helm helpers (finding helm, `helm template`), shared rather than copied;
 // they expect these four items in their parent module.
 #[allow(dead_code)]
@@ -49,6 +51,14 @@ fn workspace_root() -> &'static Path {
 fn chart_dir() -> PathBuf {
     workspace_root().join("charts/arbor")
 }
+
+/// What the environment needs of the API server, so that its test skips, saying why, when
+/// `ARBOR_E2E_KUBECONFIG` names another: each request's identity comes from the emulator's
+/// request accounting, and the identities from its token file.
+pub const NEEDS: &[Need] = &[
+    Need::EmulatorHook("request accounting (GET /__emu/requests)"),
+    Need::EmulatorFlags("a token file (--token-file) with one identity per component"),
+];
 
 /// The limit of every wait: generous, since the suite shares two cores with other tests.
 pub const WAIT: Duration = Duration::from_secs(60);

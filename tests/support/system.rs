@@ -65,7 +65,8 @@ pub fn example(relative: &str) -> PathBuf {
         .join(relative)
 }
 
-/// Starts the emulator and the controllers named (`gitsync`, `hierarchy`, `observer`,
+/// Starts the emulator (or takes the cluster of `ARBOR_E2E_KUBECONFIG`, see
+/// [`crate::source`]) and the controllers named (`gitsync`, `hierarchy`, `observer`,
 /// `webhook`), with the examples' hierarchy configuration.
 pub async fn start(controllers: &[&str]) -> anyhow::Result<TestSystem> {
     start_in_domain(controllers, None, example("hierarchy-config.yaml")).await
@@ -84,6 +85,7 @@ pub async fn start_in_domain(
     config.bin_dir = bin_dir()?;
     config.hierarchy_config = Some(hierarchy_config);
     config.startup_timeout = WAIT;
+    config.cluster = crate::source::cluster_source();
     let system = System::start(config).await?;
     Ok(TestSystem { system, dir })
 }

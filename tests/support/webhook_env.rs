@@ -15,18 +15,26 @@
 //! ValidatingWebhookConfiguration uses a `url` (the webhook runs outside any cluster) and the
 //! `caBundle` of a CA made for the test. Every wait is bounded by [`WAIT`].
 //!
+//! On the cluster of `ARBOR_E2E_KUBECONFIG` (see [`crate::source`]) there is no token file:
+//! the kubeconfig's own user is the admin, and `alice` and arbor-gitsync are the admin
+//! impersonating them (kubeconfig `as` / `as-groups`, which kubectl and kube-rs both send),
+//! bound to `cluster-admin` by a ClusterRoleBinding for the test, as the emulator without
+//! RBAC lets every user do everything. The webhook listens on `ARBOR_E2E_WEBHOOK_HOST`.
+//!
 //! The binaries are the ones built in `target/<profile>/` (see [`bin`]); unlike
 //! [`crate::binary`], nothing here runs cargo, so a test never waits for a build that other
 //! work in the same target directory holds the lock of.
 
 use std::ffi::OsString;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
 use arbor_testkit::cluster::{ensure_namespace, install_crds, parse_documents};
-use arbor_testkit::ports::free_addr;
+use arbor_testkit::ports::{free_addr, free_addr_on};
+use arbor_testkit::shared::ClusterLease;
+use arbor_testkit::source::{ClusterSource, ExistingCluster, KUBECONFIG_ENV, WEBHOOK_HOST_ENV};
 use arbor_testkit::tls::TlsFiles;
 use arbor_testkit::{Process, ProcessSpec};
 use base64::Engine as _;
@@ -35,6 +43,11 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 
 use crate::Run;
+use crate::source::Need;
+
+/// What the environment needs of the API server, so that its tests skip, saying why, when
+/// `ARBOR_E2E_KUBECONFIG` names a cluster that cannot call a webhook running here.
+pub const NEEDS: &[Need] = &[Need::ReachableWebhook];
 
 /// The limit of every wait: generous, since the suite shares two cores with other tests.
 pub const WAIT: Duration = Duration::from_secs(60);
@@ -100,16 +113,23 @@ pub struct WebhookEnv {
     /// The webhook's PolicyService, `http://` on loopback, once it runs.
     policy_addr: Option<String>,
     gitsync: Option<Process>,
-    emulator: Process,
+    /// Where arbor-webhook listens: loopback, or `ARBOR_E2E_WEBHOOK_HOST`.
+    webhook_host: IpAddr,
+    /// The turn on an existing cluster; `None` on the emulator.
+    lease: Option<ClusterLease>,
+    emulator: Option<Process>,
     // Last: the processes above stop (on drop) before their files go.
     dir: TempDir,
 }
 
 impl WebhookEnv {
-    /// Starts the emulator with the three users' tokens and installs Arbor's CRDs and the
-    /// `arbor-system` namespace.
+    /// Starts the emulator with the three users' tokens (or takes the cluster of
+    /// `ARBOR_E2E_KUBECONFIG`) and installs Arbor's CRDs and the `arbor-system` namespace.
     pub async fn start() -> anyhow::Result<WebhookEnv> {
         let dir = tempfile::tempdir()?;
+        if let ClusterSource::Existing(cluster) = crate::source::cluster_source() {
+            return Self::take(cluster, dir).await;
+        }
         let tokens = write_token_file(dir.path())?;
         let admin_kubeconfig = dir.path().join(User::Admin.file_name());
         let mut emulator = ProcessSpec::new(
@@ -139,7 +159,48 @@ impl WebhookEnv {
             webhook: None,
             policy_addr: None,
             gitsync: None,
-            emulator,
+            webhook_host: Ipv4Addr::LOCALHOST.into(),
+            lease: None,
+            emulator: Some(emulator),
+            dir,
+        })
+    }
+
+    /// The environment on an existing cluster: its turn taken, the CRDs installed, the users
+    /// impersonated and granted what the emulator grants them.
+    async fn take(cluster: ExistingCluster, dir: TempDir) -> anyhow::Result<WebhookEnv> {
+        let webhook_host = cluster.webhook_host.with_context(|| {
+            format!("{WEBHOOK_HOST_ENV} is needed on the cluster of {KUBECONFIG_ENV}")
+        })?;
+        let (client, lease) =
+            ClusterLease::take(&cluster, arbor_api::keys::DEFAULT_DOMAIN, WAIT).await?;
+        let admin_yaml = std::fs::read_to_string(&cluster.kubeconfig)
+            .with_context(|| format!("reading {}", cluster.kubeconfig.display()))?;
+        let base = cluster.kubeconfig.parent().unwrap_or(Path::new("."));
+        for user in User::ALL {
+            let path = dir.path().join(user.file_name());
+            write_impersonating_kubeconfig(&admin_yaml, base, user, &path)?;
+        }
+        let grant = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "arbor-e2e-webhook-users"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [
+                {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": User::Alice.name()},
+                {"kind": "ServiceAccount", "name": "arbor-gitsync", "namespace": SYSTEM_NAMESPACE},
+            ],
+        });
+        arbor_testkit::cluster::apply(&client, &grant, None).await?;
+        let tls = TlsFiles::create(&dir.path().join("tls"))?;
+        Ok(WebhookEnv {
+            client,
+            tls,
+            webhook: None,
+            policy_addr: None,
+            gitsync: None,
+            webhook_host,
+            lease: Some(lease),
+            emulator: None,
             dir,
         })
     }
@@ -162,8 +223,10 @@ impl WebhookEnv {
         flags: &[&str],
         extra_resources: &[&str],
     ) -> anyhow::Result<()> {
-        let serving = self.tls.issue("webhook-serving")?;
-        let (https, admin, grpc) = (free_addr()?, free_addr()?, free_addr()?);
+        let serving = self
+            .tls
+            .issue_for("webhook-serving", &[&self.webhook_host.to_string()])?;
+        let (https, admin, grpc) = (free_addr_on(self.webhook_host)?, free_addr()?, free_addr()?);
         let mut webhook = ProcessSpec::new(
             "arbor-webhook",
             bin("arbor-webhook")?,
@@ -306,7 +369,7 @@ impl WebhookEnv {
     /// The last lines of every process's log, for failure messages.
     pub fn logs(&self) -> String {
         [
-            Some(&self.emulator),
+            self.emulator.as_ref(),
             self.webhook.as_ref(),
             self.gitsync.as_ref(),
         ]
@@ -321,10 +384,29 @@ impl std::fmt::Debug for WebhookEnv {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WebhookEnv")
             .field("dir", &self.dir.path())
-            .field("emulator", &self.emulator.pid())
+            .field("emulator", &self.emulator.as_ref().and_then(Process::pid))
             .field("webhook", &self.webhook.as_ref().and_then(Process::pid))
             .field("gitsync", &self.gitsync.as_ref().and_then(Process::pid))
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for WebhookEnv {
+    /// On an existing cluster: the processes stop, then what the test made goes (see
+    /// [`arbor_testkit::shared`]).
+    fn drop(&mut self) {
+        let Some(lease) = self.lease.take() else {
+            return;
+        };
+        for process in [self.webhook.as_mut(), self.gitsync.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = process.stop(arbor_testkit::process::DROP_GRACE);
+        }
+        if let Err(error) = lease.clean_up() {
+            eprintln!("cleaning up the cluster after the test: {error}");
+        }
     }
 }
 
@@ -419,6 +501,46 @@ fn write_token_file(dir: &Path) -> anyhow::Result<Tokens> {
     std::fs::write(&tokens.path, lines)
         .with_context(|| format!("writing {}", tokens.path.display()))?;
     Ok(tokens)
+}
+
+/// Writes the admin's kubeconfig (of directory `base`) acting as `user`: `as` and
+/// `as-groups` on every user entry (none for the admin), and the files it names made
+/// absolute so that the copy works from another directory.
+fn write_impersonating_kubeconfig(
+    admin_yaml: &str,
+    base: &Path,
+    user: User,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let mut kubeconfig = parse_documents("the cluster's kubeconfig", admin_yaml)?
+        .into_iter()
+        .next()
+        .context("the cluster's kubeconfig is empty")?;
+    let absolute = |entry: &mut Value, keys: &[&str]| {
+        for key in keys {
+            if let Some(file) = entry[*key].as_str().filter(|file| !file.is_empty()) {
+                entry[*key] = json!(base.join(file));
+            }
+        }
+    };
+    for cluster in kubeconfig["clusters"].as_array_mut().into_iter().flatten() {
+        absolute(&mut cluster["cluster"], &["certificate-authority"]);
+    }
+    let users = kubeconfig["users"]
+        .as_array_mut()
+        .context("the cluster's kubeconfig has no users")?;
+    for entry in users {
+        let auth = &mut entry["user"];
+        absolute(auth, &["client-certificate", "client-key", "tokenFile"]);
+        if user != User::Admin {
+            auth["as"] = json!(user.name());
+            if !user.groups().is_empty() {
+                auth["as-groups"] = json!([user.groups()]);
+            }
+        }
+    }
+    std::fs::write(path, serde_json::to_string_pretty(&kubeconfig)?)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// Writes the admin's kubeconfig with `token` instead of the admin's, as JSON (which

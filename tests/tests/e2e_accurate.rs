@@ -5,6 +5,7 @@
 //! tenants, SubNamespaces in `accurate.cybozu.com/v2` with and without `spec`, a template with
 //! its instance, `propagate=create` and `update`, and `propagate-generated`.
 
+use arbor_e2e::source::{Need, skip};
 use std::collections::BTreeMap;
 
 use arbor_e2e::fixture;
@@ -42,6 +43,9 @@ async fn wait_label(client: &Client, namespace: &str, key: &str, value: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accurate_documented_examples_work_under_the_accurate_domain() {
+    if skip(&[Need::ReachableWebhook]) {
+        return;
+    }
     let config = fixture("accurate/config.yaml");
     let system = start_in_domain(&["hierarchy", "webhook"], Some(DOMAIN), config)
         .await

@@ -4,6 +4,7 @@
 //! `--domain`), writes through the API server with the kubeconfig, and a write the webhook
 //! refuses prints the webhook's reason.
 
+use arbor_e2e::source::{Need, skip};
 use std::path::Path;
 use std::process::Output;
 
@@ -59,6 +60,9 @@ async fn wait_label(client: &Client, namespace: &str, key: &str, value: Option<&
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_accurate_argument_shapes_work_through_the_api_server_and_the_webhook() {
+    if skip(&[Need::ReachableWebhook]) {
+        return;
+    }
     let system = start_in_domain(
         &["hierarchy", "webhook"],
         Some("accurate.cybozu.com"),

@@ -2,7 +2,7 @@
 //! by a CustomResourceDefinition is placed by the scope the cluster serves the kind with;
 //! offline, the same repository is refused for the unknown scope.
 
-use arbor_e2e::webhook_env::{User, WebhookEnv};
+use arbor_e2e::system::start;
 use serde_json::json;
 
 fn write(root: &std::path::Path, path: &str, object: &serde_json::Value) {
@@ -13,7 +13,8 @@ fn write(root: &std::path::Path, path: &str, object: &serde_json::Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vet_with_a_kubeconfig_knows_the_scope_of_every_kind_the_cluster_serves() {
-    let env = WebhookEnv::start().await.unwrap();
+    // No controller: the API server alone (an existing cluster too) answers discovery.
+    let env = start(&[]).await.unwrap();
     let crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "widgets.example.com"},
@@ -62,7 +63,7 @@ async fn vet_with_a_kubeconfig_knows_the_scope_of_every_kind_the_cluster_serves(
         offline.stdout
     );
 
-    let kubeconfig = env.kubeconfig(User::Admin);
+    let kubeconfig = &env.kubeconfig;
     let against_cluster = arbor_e2e::arborctl([
         "vet".as_ref(),
         root.as_os_str(),

@@ -6,6 +6,8 @@
 //! those tests first wait (bounded, with server-side dry runs that change nothing) until the
 //! webhook refuses, then make the real request.
 
+use arbor_e2e::source::skip;
+use arbor_e2e::webhook_env;
 use arbor_e2e::webhook_env::{GITSYNC_ACCOUNT, User, WAIT, WebhookEnv};
 use arbor_proto::v1::sync_service_client::SyncServiceClient;
 use arbor_proto::v1::{GetDeclaredRequest, ObjectRef};
@@ -127,6 +129,9 @@ fn namespace(name: &str, labels: Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gittrackobject_owned_by_a_gittrack_in_another_namespace_is_refused_with_the_matrix_reason()
  {
+    if skip(webhook_env::NEEDS) {
+        return;
+    }
     let env = env_with_webhook(
         &["--gittrack-mode", "Enabled"],
         &[
@@ -163,6 +168,9 @@ async fn a_gittrackobject_owned_by_a_gittrack_in_another_namespace_is_refused_wi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clustergittrackobject_owned_by_a_gittrack_is_refused() {
+    if skip(webhook_env::NEEDS) {
+        return;
+    }
     let env = env_with_webhook(
         &["--gittrack-mode", "Enabled"],
         &[namespace("team-a", json!({}))],
@@ -206,6 +214,9 @@ async fn a_clustergittrackobject_owned_by_a_gittrack_is_refused() {
 /// mode-dependent row (a ClusterGitTrack's namespaced objects) still follows the mode.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn never_rows_are_refused_with_gittrack_mode_disabled() {
+    if skip(webhook_env::NEEDS) {
+        return;
+    }
     let env = env_with_webhook(
         &[
             "--gittrack-mode",
@@ -274,6 +285,9 @@ async fn never_rows_are_refused_with_gittrack_mode_disabled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_namespace_with_sub_namespaces_is_refused_unless_cascading_deletion_is_allowed()
 {
+    if skip(webhook_env::NEEDS) {
+        return;
+    }
     let mut env = env_with_webhook(
         &[],
         &[
@@ -327,6 +341,9 @@ async fn deleting_a_namespace_with_sub_namespaces_is_refused_unless_cascading_de
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parent_link_that_closes_a_cycle_is_refused() {
+    if skip(webhook_env::NEEDS) {
+        return;
+    }
     let env = env_with_webhook(
         &[],
         &[
@@ -411,6 +428,9 @@ async fn wait_declared(env: &WebhookEnv, address: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_drift_prevention_a_person_cannot_change_a_declared_field_but_arbor_can() {
+    if skip(webhook_env::NEEDS) {
+        return;
+    }
     let mut env = WebhookEnv::start().await.unwrap();
     ensure_namespace(&env.client, "team").await.unwrap();
     let repo = GitRepo::init(env.dir().join("repos/team")).unwrap();
@@ -495,6 +515,9 @@ async fn with_drift_prevention_a_person_cannot_change_a_declared_field_but_arbor
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_webhook_down_failure_policy_fail_refuses_the_write() {
+    if skip(webhook_env::NEEDS) {
+        return;
+    }
     let mut env = env_with_webhook(
         &["--gittrack-mode", "Enabled"],
         &[namespace("team-a", json!({}))],
@@ -526,6 +549,9 @@ async fn with_the_webhook_down_failure_policy_fail_refuses_the_write() {
 /// exit 1 with the rule for a change the webhook refuses, 0 for one it admits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn arborctl_review_gives_the_webhooks_decision_before_the_change_is_made() {
+    if skip(webhook_env::NEEDS) {
+        return;
+    }
     let env = env_with_webhook(
         &[],
         &[

@@ -140,6 +140,13 @@ pub async fn apply_yaml(
     Ok(documents)
 }
 
+/// A client for the kubeconfig file `kubeconfig`.
+pub async fn client_for(kubeconfig: &std::path::Path) -> Result<Client, Error> {
+    let yaml = std::fs::read_to_string(kubeconfig)
+        .map_err(Error::io(format!("reading {}", kubeconfig.display())))?;
+    Ok(arbor_runtime::client::from_kubeconfig_yaml(&yaml).await?)
+}
+
 /// Creates (or keeps) the namespace `name`.
 pub async fn ensure_namespace(client: &Client, name: &str) -> Result<(), Error> {
     let namespace = serde_json::json!({
@@ -171,23 +178,78 @@ pub async fn install_crds_for_domain(
     domain: &str,
     timeout: Duration,
 ) -> Result<(), Error> {
-    let api = Api::<CustomResourceDefinition>::all(client.clone());
     let mut crds = arbor_api::crds::all();
+    crds.extend(domain_crd(domain));
+    install(client, &crds, timeout).await
+}
+
+/// The SubNamespace CRD of key domain `domain`, when its group is not Arbor's own.
+fn domain_crd(domain: &str) -> Option<CustomResourceDefinition> {
     let sub_namespaces = arbor_api::SubNamespaceApi::for_domain(domain);
-    if sub_namespaces.group != arbor_api::crds::GROUP {
-        crds.push(sub_namespaces.crd());
+    (sub_namespaces.group != arbor_api::crds::GROUP).then(|| sub_namespaces.crd())
+}
+
+/// Installs the CRD YAML files of `dir` (`charts/arbor/crds`, as a user installs them with
+/// `kubectl apply -f`), plus the SubNamespace CRD of `domain` as [`install_crds_for_domain`]
+/// does; returns the CRDs installed.
+pub async fn install_crd_files(
+    client: &Client,
+    dir: &std::path::Path,
+    domain: &str,
+    timeout: Duration,
+) -> Result<Vec<CustomResourceDefinition>, Error> {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map_err(Error::io(format!("reading {}", dir.display())))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
+        .collect();
+    files.sort();
+    let mut crds = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)
+            .map_err(Error::io(format!("reading {}", file.display())))?;
+        for document in parse_documents(&file.display().to_string(), &text)? {
+            crds.push(
+                serde_json::from_value(document).map_err(|error| Error::Invalid {
+                    what: format!("{} as a CustomResourceDefinition", file.display()),
+                    message: error.to_string(),
+                })?,
+            );
+        }
     }
-    for crd in &crds {
+    if crds.is_empty() {
+        return Err(Error::Invalid {
+            what: dir.display().to_string(),
+            message: "holds no CRD YAML".to_owned(),
+        });
+    }
+    crds.extend(domain_crd(domain));
+    install(client, &crds, timeout).await?;
+    Ok(crds)
+}
+
+/// Applies `crds` and waits until the API serves each of them.
+async fn install(
+    client: &Client,
+    crds: &[CustomResourceDefinition],
+    timeout: Duration,
+) -> Result<(), Error> {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    for crd in crds {
         let name = crd.meta().name.clone().unwrap_or_default();
+        let mut crd = crd.clone();
+        // What a server wrote is not part of an apply.
+        crd.status = None;
+        crd.metadata.creation_timestamp = None;
         api.patch(
             &name,
             &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(crd),
+            &Patch::Apply(&crd),
         )
         .await
         .map_err(Error::kube(format!("installing the CRD {name}")))?;
     }
-    for crd in &crds {
+    for crd in crds {
         let spec = &crd.spec;
         let Some(version) = spec.versions.iter().find(|version| version.served) else {
             continue;

@@ -13,10 +13,13 @@
 //! - [`tls`]: a certificate authority and one mutual-TLS identity per component, as files;
 //! - [`cluster`]: applying YAML to a cluster, and bounded polling;
 //! - [`system`]: `arbor-kube-emu` and the four controllers as processes, wired to each other
-//!   over gRPC with mutual TLS: what `arborctl demo` runs and what the end-to-end tests start.
+//!   over gRPC with mutual TLS: what `arborctl demo` runs and what the end-to-end tests start;
 //! - [`release`]: the running system published in the emulator as the Helm chart's release
 //!   would look (Services, ready pods whose ports the emulator port-forwards to the processes,
-//!   the operators' certificate Secret), for arborctl's way in through a kubeconfig alone.
+//!   the operators' certificate Secret), for arborctl's way in through a kubeconfig alone;
+//! - [`source`]: where a system's API server comes from, an emulator it starts or an existing
+//!   cluster (`ARBOR_E2E_KUBECONFIG`), and [`shared`]: taking turns on such a cluster and
+//!   leaving it as it was found.
 //!
 //! Functions that wait take a timeout and fail with [`Error::Timeout`], naming what they
 //! waited for, so nothing in a test or the demo can hang.
@@ -29,6 +32,8 @@ pub mod git_repo;
 pub mod ports;
 pub mod process;
 pub mod release;
+pub mod shared;
+pub mod source;
 pub mod system;
 pub mod tls;
 

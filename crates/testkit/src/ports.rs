@@ -9,7 +9,13 @@ use crate::Error;
 /// returned, so a child process can bind it; another process could take it in between, which
 /// is why callers wait for the port afterwards rather than assume it.
 pub fn free_addr() -> Result<SocketAddr, Error> {
-    let listener = TcpListener::bind(("127.0.0.1", 0)).map_err(Error::io("binding a free port"))?;
+    free_addr_on(std::net::Ipv4Addr::LOCALHOST.into())
+}
+
+/// Like [`free_addr`], on `ip`, an address of this machine.
+pub fn free_addr_on(ip: std::net::IpAddr) -> Result<SocketAddr, Error> {
+    let listener =
+        TcpListener::bind((ip, 0)).map_err(Error::io(format!("binding a free port on {ip}")))?;
     listener
         .local_addr()
         .map_err(Error::io("reading a bound address"))

@@ -2,6 +2,11 @@
 //! `arbor-system` namespace installed, and the four controllers started against it, each with
 //! its own admin and gRPC ports on loopback and a mutual-TLS identity from one CA.
 //!
+//! The API server can also be an existing cluster ([`ClusterSource::Existing`]): the
+//! controllers are the same local processes with the cluster's kubeconfig, the CRDs are the
+//! committed YAML, and the system takes the cluster for itself while it runs and removes what
+//! it made when it is dropped (see [`crate::shared`]).
+//!
 //! The controllers find each other the way they do on a cluster: arbor-observer and
 //! arbor-webhook call arbor-gitsync's gRPC address over mutual TLS; arbor-webhook is
 //! registered with a ValidatingWebhookConfiguration whose `url` is its loopback endpoint and
@@ -18,9 +23,11 @@ use serde_json::json;
 
 use crate::Error;
 use crate::binaries::binary_in;
-use crate::cluster::{apply, ensure_namespace, install_crds_for_domain};
-use crate::ports::free_addr;
-use crate::process::{Process, ProcessSpec};
+use crate::cluster::{apply, client_for, ensure_namespace, install_crds_for_domain};
+use crate::ports::{free_addr, free_addr_on};
+use crate::process::{DROP_GRACE, Process, ProcessSpec};
+use crate::shared::ClusterLease;
+use crate::source::{ClusterSource, WEBHOOK_HOST_ENV};
 use crate::tls::{Identity, TlsFiles};
 
 /// The namespace Arbor's own objects (Leases) live in.
@@ -51,6 +58,8 @@ pub struct SystemConfig {
     /// `--domain` of arbor-hierarchy and arbor-webhook (their default, `arbor.dev`, when
     /// `None`); the SubNamespace CRD of that domain is installed too.
     pub domain: Option<String>,
+    /// The API server: an emulator started for the system (the default), or a cluster.
+    pub cluster: ClusterSource,
 }
 
 impl SystemConfig {
@@ -68,6 +77,7 @@ impl SystemConfig {
             startup_timeout: Duration::from_secs(60),
             log_level: "info".to_owned(),
             domain: None,
+            cluster: ClusterSource::default(),
         })
     }
 
@@ -143,50 +153,47 @@ pub struct System {
     pub webhook: Option<Controller>,
     /// The admission endpoint of arbor-webhook.
     pub webhook_url: Option<String>,
-    // Last, so that the controllers stop before the API server they talk to.
-    pub emulator: Process,
+    /// The turn on an existing cluster, cleaned up and released when the system is dropped.
+    lease: Option<ClusterLease>,
+    // Last, so that the controllers stop before the API server they talk to. `None` on an
+    // existing cluster.
+    pub emulator: Option<Process>,
 }
 
 impl std::fmt::Debug for System {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("System")
             .field("workdir", &self.config.workdir)
-            .field("emulator", &self.emulator.pid())
+            .field("emulator", &self.emulator.as_ref().and_then(Process::pid))
+            .field("cluster", &self.config.cluster)
             .finish_non_exhaustive()
     }
 }
 
 impl System {
-    /// Starts the emulator, installs the CRDs and starts the configured controllers.
+    /// Starts the emulator (or takes the existing cluster), installs the CRDs and starts the
+    /// configured controllers.
     pub async fn start(config: SystemConfig) -> Result<System, Error> {
         let workdir = config.workdir.clone();
         std::fs::create_dir_all(&workdir)
             .map_err(Error::io(format!("creating {}", workdir.display())))?;
-        let kubeconfig = workdir.join("kubeconfig");
-        let logs = workdir.join("logs");
-        let token_file = write_token_file(&workdir)?;
-        let mut emulator = ProcessSpec::new(
-            "arbor-kube-emu",
-            binary_in(&config.bin_dir, "arbor-kube-emu")?,
-            logs.join("kube-emu.log"),
-        )
-        .args(["--tls", "--kubeconfig-out"])
-        .arg(&kubeconfig)
-        .arg("--token-file")
-        .arg(&token_file)
-        .start()?;
-        emulator
-            .wait_for_line("listening on", config.startup_timeout)
-            .await?;
-        let yaml = std::fs::read_to_string(&kubeconfig)
-            .map_err(Error::io(format!("reading {}", kubeconfig.display())))?;
-        let client = arbor_runtime::client::from_kubeconfig_yaml(&yaml).await?;
         let domain = config
             .domain
-            .as_deref()
-            .unwrap_or(arbor_api::keys::DEFAULT_DOMAIN);
-        install_crds_for_domain(&client, domain, config.startup_timeout).await?;
-        ensure_namespace(&client, SYSTEM_NAMESPACE).await?;
+            .clone()
+            .unwrap_or_else(|| arbor_api::keys::DEFAULT_DOMAIN.to_owned());
+        let (kubeconfig, emulator, client, lease) = match &config.cluster {
+            ClusterSource::Emulator { flags } => {
+                let (kubeconfig, emulator, client) = start_emulator(&config, flags).await?;
+                install_crds_for_domain(&client, &domain, config.startup_timeout).await?;
+                ensure_namespace(&client, SYSTEM_NAMESPACE).await?;
+                (kubeconfig, Some(emulator), client, None)
+            }
+            ClusterSource::Existing(cluster) => {
+                let (client, lease) =
+                    ClusterLease::take(cluster, &domain, config.startup_timeout).await?;
+                (cluster.kubeconfig.clone(), None, client, Some(lease))
+            }
+        };
 
         let tls = TlsFiles::create(&workdir.join("tls"))?;
         let client_identity = tls.issue(CLIENT_IDENTITY)?;
@@ -199,10 +206,12 @@ impl System {
             observer: None,
             webhook: None,
             webhook_url: None,
+            lease,
             emulator,
             tls,
             config,
         };
+        // On failure the system is dropped here, which cleans an existing cluster up too.
         system.start_controllers().await?;
         Ok(system)
     }
@@ -247,8 +256,11 @@ impl System {
             self.observer = Some(self.start_controller("observer", extra).await?);
         }
         if self.config.webhook {
-            let serving = self.tls.issue("webhook-serving")?;
-            let addr = free_addr()?;
+            let host = self.webhook_host()?;
+            let serving = self
+                .tls
+                .issue_for("webhook-serving", &[&host.to_string()])?;
+            let addr = free_addr_on(host)?;
             let mut extra: Vec<std::ffi::OsString> = vec![
                 "--webhook-addr".into(),
                 addr.to_string().into(),
@@ -280,15 +292,37 @@ impl System {
         Ok(())
     }
 
+    /// The address arbor-webhook listens on: loopback for the emulator; for an existing
+    /// cluster, the one [`WEBHOOK_HOST_ENV`] gives, since its API server calls the webhook.
+    fn webhook_host(&self) -> Result<std::net::IpAddr, Error> {
+        match &self.config.cluster {
+            ClusterSource::Emulator { .. } => Ok(std::net::Ipv4Addr::LOCALHOST.into()),
+            ClusterSource::Existing(cluster) => cluster.webhook_host.ok_or_else(|| Error::Invalid {
+                what: format!(
+                    "starting arbor-webhook for the cluster of {}",
+                    cluster.kubeconfig.display()
+                ),
+                message: format!(
+                    "its API server must call the webhook: set {WEBHOOK_HOST_ENV} to an address \
+                     of this machine that the API server reaches"
+                ),
+            }),
+        }
+    }
+
     /// Starts `arbor-<name>` with the flags every controller takes plus `extra`.
     async fn start_controller(
         &self,
         name: &str,
         extra: Vec<std::ffi::OsString>,
     ) -> Result<Controller, Error> {
-        let identity = self
-            .tls
-            .issue_with_names(name, &crate::release::service_dns_names(name))?;
+        let identity = self.tls.issue_for(
+            name,
+            &crate::release::service_dns_names(name)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        )?;
         let (admin, grpc) = (free_addr()?, free_addr()?);
         let binary = format!("arbor-{name}");
         let process = ProcessSpec::new(
@@ -396,6 +430,15 @@ impl System {
 
     /// Stops the controllers, then the emulator (SIGTERM each, SIGKILL after `grace`).
     pub fn stop(&mut self, grace: Duration) {
+        self.stop_controllers(grace);
+        if let Some(emulator) = &mut self.emulator
+            && let Err(error) = emulator.stop(grace)
+        {
+            tracing::debug!(%error, "already stopped");
+        }
+    }
+
+    fn stop_controllers(&mut self, grace: Duration) {
         for controller in [
             &mut self.webhook,
             &mut self.observer,
@@ -409,14 +452,56 @@ impl System {
                 tracing::debug!(%error, "already stopped");
             }
         }
-        if let Err(error) = self.emulator.stop(grace) {
-            tracing::debug!(%error, "already stopped");
-        }
     }
 
     pub fn workdir(&self) -> &Path {
         &self.config.workdir
     }
+}
+
+impl Drop for System {
+    /// On an existing cluster: the controllers stop first (nothing re-creates what goes),
+    /// then what the system made is deleted, then the cluster is free for the next test.
+    fn drop(&mut self) {
+        let Some(lease) = self.lease.take() else {
+            return;
+        };
+        self.stop_controllers(DROP_GRACE);
+        if let Err(error) = lease.clean_up() {
+            // A Drop cannot fail; the next test would meet what is left, so say it loudly.
+            eprintln!(
+                "cleaning up the cluster of {} after a test failed: {error}",
+                self.kubeconfig.display()
+            );
+        }
+    }
+}
+
+/// Starts `arbor-kube-emu` with `--tls`, an admin token and `flags`; returns the kubeconfig
+/// it wrote, the process and an admin client.
+async fn start_emulator(
+    config: &SystemConfig,
+    flags: &[String],
+) -> Result<(PathBuf, Process, Client), Error> {
+    let workdir = &config.workdir;
+    let kubeconfig = workdir.join("kubeconfig");
+    let token_file = write_token_file(workdir)?;
+    let mut emulator = ProcessSpec::new(
+        "arbor-kube-emu",
+        binary_in(&config.bin_dir, "arbor-kube-emu")?,
+        workdir.join("logs/kube-emu.log"),
+    )
+    .args(["--tls", "--kubeconfig-out"])
+    .arg(&kubeconfig)
+    .arg("--token-file")
+    .arg(&token_file)
+    .args(flags)
+    .start()?;
+    emulator
+        .wait_for_line("listening on", config.startup_timeout)
+        .await?;
+    let client = client_for(&kubeconfig).await?;
+    Ok((kubeconfig, emulator, client))
 }
 
 /// Writes `<workdir>/tokens.csv` with one administrator token. The kubeconfig the emulator

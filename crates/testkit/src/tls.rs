@@ -53,15 +53,18 @@ impl TlsFiles {
 
     /// Issues `<dir>/<name>.crt` and `<dir>/<name>.key` for `name`.
     pub fn issue(&self, name: &str) -> Result<Identity, Error> {
-        self.issue_with_names(name, &[])
+        self.issue_for(name, &[])
     }
 
-    /// Like [`TlsFiles::issue`], valid for `extra_names` too.
-    pub fn issue_with_names(&self, name: &str, extra_names: &[String]) -> Result<Identity, Error> {
-        let names: Vec<&str> = LOOPBACK_NAMES
-            .into_iter()
-            .chain(extra_names.iter().map(String::as_str))
-            .collect();
+    /// Like [`TlsFiles::issue`], valid also for `extra_names` (host names or IP addresses):
+    /// a server that an API server elsewhere calls.
+    pub fn issue_for(&self, name: &str, extra_names: &[&str]) -> Result<Identity, Error> {
+        let mut names = LOOPBACK_NAMES.to_vec();
+        names.extend(
+            extra_names
+                .iter()
+                .filter(|name| !LOOPBACK_NAMES.contains(name)),
+        );
         let issued = self.authority.issue(name, &names)?;
         let identity = Identity {
             cert: self.dir.join(format!("{name}.crt")),

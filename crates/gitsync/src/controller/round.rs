@@ -601,16 +601,23 @@ impl Sync<'_> {
             // back by `Retry-After` keeps only its own slot.
             let outcomes: Vec<_> = {
                 let this = &*self;
-                futures::stream::iter(batch.iter().map(|planned| async move {
-                    // An object another source manages is never applied by this one.
-                    match this.conflict(planned) {
-                        Some(manager) => Err(Conflict { manager }),
-                        None => Ok(this.execute(planned).await),
-                    }
-                }))
-                .buffered(APPLY_CONCURRENCY)
-                .collect()
-                .await
+                // Collected first: a stream over a borrowing closure is not provably `Send`
+                // for every lifetime (rustc's higher-ranked closure limitation); the futures
+                // themselves are lazy, so nothing starts before the window takes it.
+                let applies: Vec<_> = batch
+                    .iter()
+                    .map(|planned| async move {
+                        // An object another source manages is never applied by this one.
+                        match this.conflict(planned) {
+                            Some(manager) => Err(Conflict { manager }),
+                            None => Ok(this.execute(planned).await),
+                        }
+                    })
+                    .collect();
+                futures::stream::iter(applies)
+                    .buffered(APPLY_CONCURRENCY)
+                    .collect()
+                    .await
             };
             for (planned, outcome) in batch.iter().zip(outcomes) {
                 let wrote = self.apply_one(planned, outcome).await;
