@@ -81,4 +81,47 @@ async fn vet_with_a_kubeconfig_knows_the_scope_of_every_kind_the_cluster_serves(
         "{}",
         against_cluster.stdout
     );
+
+    // For scripts: one JSON document either way, and the exit code still says which.
+    let offline = arbor_e2e::arborctl([
+        "vet".as_ref(),
+        root.as_os_str(),
+        "-o".as_ref(),
+        "json".as_ref(),
+    ])
+    .unwrap();
+    assert!(!offline.success, "{}{}", offline.stdout, offline.stderr);
+    let document: serde_json::Value = serde_json::from_str(&offline.stdout).unwrap();
+    assert_eq!(document["valid"], json!(false), "{document}");
+    let errors = document["errors"].as_array().unwrap();
+    assert!(
+        errors.iter().any(|error| error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the scope of kind")
+            && error["path"]
+                .as_str()
+                .is_some_and(|path| path.ends_with("widget.yaml"))),
+        "{document}"
+    );
+    let against_cluster = arbor_e2e::arborctl([
+        "vet".as_ref(),
+        root.as_os_str(),
+        "--kubeconfig".as_ref(),
+        kubeconfig.as_os_str(),
+        "-o".as_ref(),
+        "yaml".as_ref(),
+    ])
+    .unwrap();
+    assert!(
+        against_cluster.success,
+        "{}{}",
+        against_cluster.stdout, against_cluster.stderr
+    );
+    assert!(
+        against_cluster.stdout.contains("valid: true")
+            && against_cluster.stdout.contains("errors: []"),
+        "{}",
+        against_cluster.stdout
+    );
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use arbor_gitsync::error::LoadError;
 use arbor_gitsync::source::{LoadOptions, load};
-use arbor_policy::layout::{DeclaredState, Layout, Scope, ScopeTable};
+use arbor_policy::layout::{DeclaredState, Layout, Scope, ScopeTable, SourceError};
 use arbor_policy::object::GroupKind;
 use clap::{Args, ValueEnum};
 
@@ -50,6 +50,20 @@ impl SourceArgs {
     /// Loads the source. When it is invalid, prints every error to stdout, one per line, and
     /// fails with their count.
     pub fn load(&self) -> anyhow::Result<DeclaredState> {
+        match self.read()? {
+            Ok(state) => Ok(state),
+            Err(errors) => {
+                for error in &errors {
+                    println!("{error}");
+                }
+                bail!("{} error(s) in {}", errors.len(), self.dir.display())
+            }
+        }
+    }
+
+    /// Reads the source: its declared state, or every error it has (files that cannot be read
+    /// at all are the outer error).
+    pub fn read(&self) -> anyhow::Result<Result<DeclaredState, Vec<SourceError>>> {
         let known_scopes = match &self.kubeconfig {
             Some(kubeconfig) => served_scopes(kubeconfig, self.context.as_deref())?,
             None => ScopeTable::default(),
@@ -60,13 +74,8 @@ impl SourceArgs {
             known_scopes,
         };
         match load(&self.dir, &options) {
-            Ok(state) => Ok(state),
-            Err(LoadError::Invalid(errors)) => {
-                for error in &errors {
-                    println!("{error}");
-                }
-                bail!("{} error(s) in {}", errors.len(), self.dir.display())
-            }
+            Ok(state) => Ok(Ok(state)),
+            Err(LoadError::Invalid(errors)) => Ok(Err(errors)),
             Err(io) => Err(io).with_context(|| format!("reading {}", self.dir.display())),
         }
     }

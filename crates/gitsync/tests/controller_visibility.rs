@@ -335,7 +335,9 @@ async fn a_round_in_flight_is_reconciling_with_progress_and_ready_only_when_fini
     }
     let second = repo.commit("24 more")?;
     cluster.emu.faults().inject(
-        Fault::new(FaultEffect::Latency(Duration::from_millis(400)))
+        // Slow enough that the second half of the round (applied after the first progress
+        // write) takes seconds, whatever the window's width.
+        Fault::new(FaultEffect::Latency(Duration::from_millis(1000)))
             .verbs(&["patch"])
             .resources(&["configmaps"]),
     );

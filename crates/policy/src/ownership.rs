@@ -68,6 +68,7 @@
 //! | `--namespace` only with `--clustergittrack-mode=Disabled`, naming both flags (gitsync) | `arbor-gitsync` `controller_ownership::namespace_with_any_clustergittrack_mode_but_disabled_is_refused_naming_both_flags` |
 //! | the same refusal in the chart and the webhook | `arbor-chart-tests` `lint::schema_rejects_a_namespace_restriction_with_clustergittracks_served`, `webhook_flags::the_webhook_refuses_what_the_schema_refuses_for_a_namespace_restriction` |
 //! | the "never" rows refused in every installation mode (webhook) | `arbor-webhook` `tests/ownership_modes.rs`, e2e `e2e_webhook::never_rows_are_refused_with_gittrack_mode_disabled` |
+//! | Cross namespace never allowed when only an ownerReference's uid names the other namespace's GitTrack (webhook) | `arbor-webhook` `ownership_modes::cross_namespace_never_allowed_by_an_owner_uid_alone_in_every_mode`, e2e `e2e_webhook::never_rows_are_refused_with_gittrack_mode_disabled` |
 //! | a GitTrack applies with its service account's permissions, never gitsync's | `arbor-gitsync` `controller_hostile::a_gittrack_applies_with_its_service_accounts_permissions` |
 //! | a source whose spec does not decode is `Ready=False` with the field path; the others sync | `arbor-gitsync` `controller_visibility::a_source_that_does_not_decode_is_reported_and_the_others_sync` |
 //! | a tracking object that does not decode stops nothing | `arbor-gitsync` `controller_visibility::a_tracking_object_that_does_not_decode_stops_nothing` |

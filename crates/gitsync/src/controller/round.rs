@@ -333,9 +333,9 @@ struct Conflict {
 const APPLY_CONCURRENCY: usize = 8;
 
 /// Objects applied (through a window of [`APPLY_CONCURRENCY`]) before their records, counts
-/// and progress are written: often enough that progress moves, seldom enough that the window
-/// rarely drains.
-const RECORD_EVERY: usize = 64;
+/// and progress are written: twice the window, so the window drains once per two widths
+/// rather than after every object group, and progress still moves every few objects.
+const RECORD_EVERY: usize = 2 * APPLY_CONCURRENCY;
 
 /// How often a running round writes its progress.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
