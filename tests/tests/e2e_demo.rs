@@ -153,6 +153,7 @@ async fn the_demo_syncs_the_examples_and_kubectl_sees_them_until_ctrl_c() {
     )
     .unwrap();
     arborctl_needs_no_flags_after_the_demo(&home, dir.path());
+    the_readme_walkthrough_runs_command_for_command(&kubeconfig, &home, dir.path());
 
     demo.signal("INT").unwrap();
     let status = demo.wait_exit(Duration::from_secs(60)).await.unwrap();
@@ -249,5 +250,66 @@ fn arborctl_needs_no_flags_after_the_demo(home: &Path, scratch: &Path) {
     assert!(
         !no_config.success,
         "without a context the loopback default is not the demo"
+    );
+}
+
+/// The README's walk-through after `make demo`, line by line as a user types it: in a shell, in
+/// a directory of their own, with the demo's kubeconfig and `arborctl` on PATH. A line whose
+/// comment says `exit 1` must exit 1; every other line must succeed.
+fn the_readme_walkthrough_runs_command_for_command(kubeconfig: &Path, home: &Path, scratch: &Path) {
+    let readme = std::fs::read_to_string(arbor_e2e::workspace_root().join("README.md")).unwrap();
+    let block = readme
+        .split("```sh\n")
+        .find(|block| block.starts_with("export KUBECONFIG=$PWD/.demo/kubeconfig"))
+        .and_then(|block| block.split("```").next())
+        .expect("the README's walk-through block");
+    let cwd = scratch.join("walkthrough");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut ran = 0;
+    for line in block.lines().map(str::trim).filter(|line| !line.is_empty()) {
+        if line.starts_with("export KUBECONFIG=") {
+            // The demo ran in a directory of the test's; the kubeconfig is set below.
+            continue;
+        }
+        let expected = if line.contains("# exit 1") { 1 } else { 0 };
+        let mut command = std::process::Command::new("sh");
+        for (key, _) in std::env::vars() {
+            if key.starts_with("ARBOR") || key == "XDG_CONFIG_HOME" {
+                command.env_remove(key);
+            }
+        }
+        let output = command
+            .arg("-c")
+            .arg(line)
+            .current_dir(&cwd)
+            .env("HOME", home)
+            .env("KUBECONFIG", kubeconfig)
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(expected),
+            "README line `{line}`:\n{stdout}{stderr}"
+        );
+        if line.starts_with("kubectl explain") {
+            assert!(stdout.contains("branch"), "`{line}`: {stdout}");
+        }
+        if line.starts_with("arborctl review") {
+            let answer = format!("{stdout}{stderr}").to_lowercase();
+            assert!(answer.contains("denied"), "`{line}`: {answer}");
+        }
+        ran += 1;
+    }
+    assert!(
+        ran >= 10,
+        "the walk-through ran only {ran} commands:\n{block}"
     );
 }
