@@ -22,35 +22,29 @@ pub struct VetArgs {
 /// Prints every error and fails when there is any; otherwise summarises what is declared.
 pub fn run(args: &VetArgs) -> anyhow::Result<()> {
     let dir = args.source.dir.display().to_string();
-    let read = args.source.read()?;
-    if args.output.format != Format::Table {
-        let document = match &read {
-            Ok(state) => json!({
+    if args.output.format == Format::Table {
+        let state = args.source.load()?;
+        println!(
+            "{dir}: valid, {} object(s) in {} namespace(s), {} declared kind(s)",
+            state.objects.len(),
+            state.namespaces.len(),
+            state.kinds.len()
+        );
+        return Ok(());
+    }
+    match args.source.read()? {
+        Ok(state) => print_structured(
+            args.output.format,
+            &json!({
                 "dir": dir, "valid": true, "objects": state.objects.len(),
                 "namespaces": state.namespaces.len(), "kinds": state.kinds.len(), "errors": [],
             }),
-            Err(errors) => json!({"dir": dir, "valid": false, "errors": errors}),
-        };
-        print_structured(args.output.format, &document)?;
-    }
-    match read {
-        Ok(state) => {
-            if args.output.format == Format::Table {
-                println!(
-                    "{dir}: valid, {} object(s) in {} namespace(s), {} declared kind(s)",
-                    state.objects.len(),
-                    state.namespaces.len(),
-                    state.kinds.len()
-                );
-            }
-            Ok(())
-        }
+        ),
         Err(errors) => {
-            if args.output.format == Format::Table {
-                for error in &errors {
-                    println!("{error}");
-                }
-            }
+            print_structured(
+                args.output.format,
+                &json!({"dir": dir, "valid": false, "errors": errors}),
+            )?;
             bail!("{} error(s) in {dir}", errors.len())
         }
     }

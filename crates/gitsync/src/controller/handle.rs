@@ -132,6 +132,17 @@ impl SourceHandle {
 }
 
 impl SourceHandle {
+    /// Every spec error in one message (`; `-separated), or `None` when the spec is valid.
+    pub fn spec_error_message(&self) -> Option<String> {
+        (!self.spec_errors.is_empty()).then(|| {
+            self.spec_errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+    }
+
     /// The source, for Events about it.
     pub fn object_ref(&self) -> ObjectReference {
         super::notice::regarding_source(&self.reference, &self.uid)

@@ -117,13 +117,7 @@ pub async fn preview(
     target: Target,
 ) -> Result<Preview, PreviewError> {
     let handle = read_handle(ctx, source).await?;
-    if !handle.spec_errors.is_empty() {
-        let message = handle
-            .spec_errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ");
+    if let Some(message) = handle.spec_error_message() {
         return Err(PreviewError::InvalidSpec {
             reference: source.clone(),
             message,

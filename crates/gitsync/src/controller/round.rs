@@ -98,13 +98,7 @@ pub async fn run(ctx: &Context, handle: &SourceHandle) -> RoundResult {
         record.suspended = handle.suspend;
         record.deletion_policy = handle.deletion_policy;
     });
-    if !handle.spec_errors.is_empty() {
-        let message = handle
-            .spec_errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ");
+    if let Some(message) = handle.spec_error_message() {
         return stalled(reasons::INVALID_SPEC, error::INVALID_SPEC, message);
     }
     if handle.suspend {
