@@ -79,13 +79,32 @@ pub async fn start_in_domain(
     domain: Option<&str>,
     hierarchy_config: PathBuf,
 ) -> anyhow::Result<TestSystem> {
+    start_configured(controllers, |config| {
+        config.domain = domain.map(str::to_owned);
+        config.hierarchy_config = Some(hierarchy_config);
+    })
+    .await
+}
+
+/// Like [`start`], with the controllers campaigning for their Leases as in a cluster.
+pub async fn start_electing(controllers: &[&str]) -> anyhow::Result<TestSystem> {
+    start_configured(controllers, |config| {
+        config.hierarchy_config = Some(example("hierarchy-config.yaml"));
+        config.leader_election = true;
+    })
+    .await
+}
+
+async fn start_configured(
+    controllers: &[&str],
+    adjust: impl FnOnce(&mut SystemConfig),
+) -> anyhow::Result<TestSystem> {
     let dir = tempfile::tempdir()?;
     let mut config = SystemConfig::new(dir.path())?.only(controllers);
-    config.domain = domain.map(str::to_owned);
     config.bin_dir = bin_dir()?;
-    config.hierarchy_config = Some(hierarchy_config);
     config.startup_timeout = WAIT;
     config.cluster = crate::source::cluster_source();
+    adjust(&mut config);
     let system = System::start(config).await?;
     Ok(TestSystem { system, dir })
 }

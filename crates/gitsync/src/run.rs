@@ -4,8 +4,9 @@
 //! Flag combinations that seeds/002 and Faros rule out (`--namespace` with
 //! `--gittrack-mode=Disabled`, or with any `--clustergittrack-mode` but `Disabled`, the default
 //! being IncludeNamespaced; both modes Disabled) stop the process before it connects to
-//! anything, with the policy's message naming the flags and saying which to set. With leader election on, only the leader runs the controllers; losing the Lease ends
-//! the process with an error so the replica restarts as a candidate.
+//! anything, with the policy's message naming the flags and saying which to set. With leader
+//! election on, only the leader runs the controllers; a lost Lease ends the process with an
+//! error, as for every component (see `arbor_runtime::component`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,9 +15,9 @@ use std::time::Duration;
 
 use arbor_policy::keys::{Keys, ManagementLabel};
 use arbor_policy::ownership::{FlagError, WatchScope};
-use arbor_runtime::component::{Component, StartError};
+use arbor_runtime::component::{Component, LeaseGate, LostLease, StartError};
 use arbor_runtime::flags::{CommonArgs, parse_duration};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Recorder;
 use tokio::task::JoinHandle;
 
 use crate::apply::{Applier, Discovery};
@@ -166,8 +167,8 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
-    #[error("lost the leader lease; restarting as a candidate")]
-    LostLeadership,
+    #[error(transparent)]
+    LostLease(#[from] LostLease),
 }
 
 /// Runs until a signal (or loss of leadership).
@@ -183,7 +184,7 @@ pub async fn run(args: Args) -> Result<(), RunError> {
 /// A running instance.
 pub struct Running {
     component: Component,
-    leadership: Option<arbor_runtime::lease::Leadership>,
+    gate: LeaseGate,
     tasks: Vec<JoinHandle<()>>,
     grpc_addr: SocketAddr,
     ctx: Context,
@@ -210,20 +211,15 @@ pub async fn start(
     let metrics = Arc::new(Metrics::register(component.metrics()?));
     let ready = component.readiness().gate("gitsync-controllers");
     component.serve_admin().await?;
-    let leadership = component.campaign();
-    let token = component.shutdown().token();
-    if let Some(leadership) = &leadership {
-        tokio::select! {
-            () = leadership.acquired() => {}
-            () = token.cancelled() => return Ok(None),
-        }
+    let gate = component.campaign();
+    if !gate.acquired().await {
+        component.shutdown().drain().await;
+        return Ok(None);
     }
+    let token = component.shutdown().token();
     let client = component.client();
     let (registry, triggers) = Registry::new();
-    let reporter = Reporter {
-        controller: "arbor-gitsync".into(),
-        instance: component.args().leader_election.identity.clone(),
-    };
+    let reporter = component.reporter();
     let fetcher = Fetcher::new(&settings.cache_dir, settings.fetch.clone()).map_err(|error| {
         RunError::CacheDir {
             path: error.path,
@@ -253,7 +249,7 @@ pub async fn start(
     ready.open();
     Ok(Some(Running {
         component,
-        leadership,
+        gate,
         tasks,
         grpc_addr,
         ctx,
@@ -273,25 +269,13 @@ impl Running {
 
     /// Waits for a signal or the loss of leadership, then stops.
     pub async fn wait(self) -> Result<(), RunError> {
-        let token = self.component.shutdown().token();
-        let lost = async {
-            match &self.leadership {
-                Some(leadership) => leadership.lost().await,
-                None => std::future::pending().await,
-            }
-        };
-        let outcome = tokio::select! {
-            // On shutdown the campaign releases the Lease, so both are ready: a stop is a stop,
-            // not a lost lease.
-            biased;
-            () = token.cancelled() => Ok(()),
-            () = lost => Err(RunError::LostLeadership),
-        };
+        let outcome = self.gate.hold().await;
         self.stop().await;
-        outcome
+        Ok(outcome?)
     }
 
-    /// Stops the controllers and the servers, and releases the Lease.
+    /// Stops the controllers and the servers, and releases the Lease (the campaign is work
+    /// that the drain waits for).
     pub async fn stop(self) {
         self.component.shutdown().trigger();
         for task in self.tasks {
@@ -301,9 +285,6 @@ impl Running {
             {
                 tracing::warn!("a controller did not stop in time");
             }
-        }
-        if let Some(leadership) = self.leadership {
-            leadership.finished().await;
         }
         self.component.shutdown().drain().await;
     }

@@ -62,6 +62,8 @@ pub enum Error {
     Start(#[from] arbor_runtime::component::StartError),
     #[error(transparent)]
     Grpc(#[from] arbor_runtime::grpc::GrpcError),
+    #[error(transparent)]
+    LostLease(#[from] arbor_runtime::LostLease),
     #[error("the gRPC server stopped: {0}")]
     Serve(#[source] tonic::transport::Error),
 }

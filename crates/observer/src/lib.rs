@@ -52,7 +52,7 @@ use arbor_runtime::{Component, Shutdown};
 use futures::StreamExt;
 use kube::Api;
 use kube::runtime::Controller;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Recorder;
 use kube::runtime::watcher;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
@@ -185,24 +185,15 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
             registry: registry.clone(),
             drift: drift.clone(),
         },
-        recorder: Recorder::new(
-            client,
-            Reporter {
-                controller: "arbor-observer".into(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        ),
+        recorder: Recorder::new(client, component.reporter()),
         undecodable,
     });
-    let leadership = component.campaign();
+    let gate = component.campaign();
     let task_registry = registry.clone();
     let task_shutdown = shutdown.clone();
     let task = shutdown.spawn(async move {
-        if let Some(leadership) = &leadership {
-            tokio::select! {
-                () = leadership.acquired() => {}
-                () = token.cancelled() => return Ok(()),
-            }
+        if !gate.acquired().await {
+            return Ok(());
         }
         if let Some(channel) = gitsync {
             spawn_drift_reporting(
@@ -226,18 +217,10 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
                     tracing::debug!(%error, "reconcile");
                 }
             });
-        match &leadership {
-            Some(leadership) => tokio::select! {
-                () = controller => {}
-                () = leadership.lost() => {
-                    tracing::warn!("leadership lost; shutting down so another replica takes over");
-                    task_shutdown.trigger();
-                }
-            },
-            None => controller.await,
-        }
+        // The controller ends on shutdown; the gate starts shutdown when the Lease is lost.
+        let (outcome, ()) = tokio::join!(gate.hold(), controller);
         task_registry.stop_all().await;
-        Ok(())
+        Ok(outcome?)
     });
     Ok(Running {
         grpc_addr,

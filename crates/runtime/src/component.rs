@@ -1,21 +1,44 @@
-//! The start-up sequence every controller binary shares.
+//! The start-up sequence every Arbor binary shares.
 //!
-//! A controller's `run` builds a [`Component`] from its [`CommonArgs`], registers its metrics
-//! and readiness gates, serves the admin endpoints, and then (with leader election on) waits
-//! for the Lease before it starts reconciling. Keeping that order in one place means every
-//! component answers `/healthz` before it leads, reports not-ready until its caches sync, and
-//! releases its Lease on SIGTERM.
+//! A binary's `run` builds a [`Component`] from its [`CommonArgs`], registers its metrics
+//! and readiness gates, serves the admin endpoints and its gRPC services
+//! ([`Component::serve_grpc`], the one way any component serves gRPC), and then, with leader
+//! election on, waits for the Lease ([`LeaseGate::acquired`]) before it starts reconciling.
+//! Keeping that order in one place means every component answers `/healthz` before it leads,
+//! reports not-ready until its caches sync, and releases its Lease on SIGTERM.
+//!
+//! ## Who this replica is
+//!
+//! [`Component::identity`] names the replica in its Lease and in the Events it reports
+//! ([`Component::reporter`]): `--lease-identity`, which the chart fills with the pod name from
+//! the downward API (`POD_NAME`), else the host name and the process id. Never the process id
+//! alone: it is 1 in every container, so every replica would claim to hold the same Lease.
+//!
+//! ## A lost Lease ends the process
+//!
+//! When a leader finds another replica holding its Lease, or cannot renew it within a lease
+//! duration, [`LeaseGate::hold`] logs why, starts shutdown (every controller loop selects on
+//! it, so reconciling stops), and returns [`LostLease`]; the binary exits non-zero and the
+//! Deployment restarts it, as a fresh candidate. This is what client-go's leader election
+//! does for kube-controller-manager (its `OnStoppedLeading` exits the process) and what
+//! kube-rs controllers with Lease-based election do: going back to following inside the same
+//! process would need every watch, cache and half-done write to be torn down and rebuilt
+//! correctly, while a restart gets that for free and makes the loss visible as a restart
+//! count. One behaviour for every controller, because the gate is the only way one leads.
+//! The webhook elects no leader (every replica answers admission), so it never campaigns.
 
 use std::net::SocketAddr;
 
+use kube::runtime::events::Reporter;
 use prometheus_client::registry::Registry;
+use tokio::sync::watch;
 
 use crate::admin::{self, Readiness};
 use crate::authz::{Authz, AuthzError};
 use crate::client::{self, ClientError};
-use crate::flags::CommonArgs;
+use crate::flags::{CommonArgs, LeaderElectionArgs};
 use crate::grpc::{self, GrpcError, TlsMaterial};
-use crate::lease::{LeaderElector, Leadership, LeaseConfig};
+use crate::lease::{LeaderElector, LeaseConfig};
 use crate::listener::{Limits, ListenerMetrics};
 use crate::metrics::MetricsRegistry;
 use crate::shutdown::Shutdown;
@@ -43,6 +66,16 @@ pub enum StartError {
     Authz(#[from] AuthzError),
 }
 
+/// This replica lost its Lease: it stopped reconciling and must exit (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "lost the Lease {namespace}/{name} (another replica took it, or it could not be renewed within the lease duration); exiting so that the Deployment restarts this replica as a candidate"
+)]
+pub struct LostLease {
+    pub namespace: String,
+    pub name: String,
+}
+
 /// A running controller process: its client, metrics, readiness, TLS material and shutdown.
 pub struct Component {
     name: &'static str,
@@ -53,12 +86,14 @@ pub struct Component {
     limits: Limits,
     readiness: Readiness,
     shutdown: Shutdown,
+    identity: String,
 }
 
 impl std::fmt::Debug for Component {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Component")
             .field("name", &self.name)
+            .field("identity", &self.identity)
             .field("args", &self.args)
             .finish_non_exhaustive()
     }
@@ -87,7 +122,9 @@ impl Component {
             args.listener.clone(),
             ListenerMetrics::register(metrics.component(name)),
         );
+        let identity = replica_identity(&args.leader_election);
         Ok(Self {
+            identity,
             name,
             args,
             client,
@@ -101,6 +138,19 @@ impl Component {
 
     pub fn name(&self) -> &'static str {
         self.name
+    }
+
+    /// This replica's name in its Lease and its Events (see the module docs).
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Who reports this component's Events: `arbor-<name>`, from this replica.
+    pub fn reporter(&self) -> Reporter {
+        Reporter {
+            controller: format!("arbor-{}", self.name),
+            instance: Some(self.identity.clone()),
+        }
     }
 
     pub fn args(&self) -> &CommonArgs {
@@ -169,33 +219,112 @@ impl Component {
         Ok(address)
     }
 
-    /// Campaigns for the component's Lease when leader election is on; `None` when it is off
-    /// (a single replica, tests).
-    pub fn campaign(&self) -> Option<Leadership> {
+    /// Campaigns for the component's Lease when leader election is on; the gate lets every
+    /// replica through when it is off (a single replica, tests). The campaign is work that
+    /// shutdown waits for, so the Lease is released before the process exits.
+    pub fn campaign(&self) -> LeaseGate {
         let election = &self.args.leader_election;
+        let shutdown = self.shutdown.clone();
         if !election.enabled {
-            return None;
+            return LeaseGate {
+                lease: None,
+                shutdown,
+            };
         }
-        let identity = election.identity.clone().unwrap_or_else(default_identity);
         let config = LeaseConfig {
             name: election
                 .lease_name
                 .clone()
                 .unwrap_or_else(|| format!("arbor-{}", self.name)),
             namespace: election.lease_namespace.clone(),
-            identity,
+            identity: self.identity.clone(),
             lease_duration: election.lease_duration,
             renew_interval: election.renew_interval,
         };
-        Some(LeaderElector::new(self.client.clone(), config).spawn(self.shutdown.token()))
+        let lease = LostLease {
+            namespace: config.namespace.clone(),
+            name: config.name.clone(),
+        };
+        tracing::info!(lease = %format!("{}/{}", lease.namespace, lease.name), identity = %self.identity, "campaigning for the Lease");
+        let leadership = LeaderElector::new(self.client.clone(), config).spawn(shutdown.token());
+        let leading = leadership.subscribe();
+        shutdown.spawn(leadership.finished());
+        LeaseGate {
+            lease: Some((lease, leading)),
+            shutdown,
+        }
     }
+}
+
+/// Whether this replica may act, and the lost-lease policy (see the module docs).
+#[derive(Debug, Clone)]
+pub struct LeaseGate {
+    /// The Lease and whether this replica holds it; `None` without leader election.
+    lease: Option<(LostLease, watch::Receiver<bool>)>,
+    shutdown: Shutdown,
+}
+
+impl LeaseGate {
+    /// Waits until this replica holds the Lease: `true` then, `false` when shutdown came
+    /// first. Without leader election, `true` at once.
+    pub async fn acquired(&self) -> bool {
+        let Some((_, leading)) = &self.lease else {
+            return true;
+        };
+        let mut leading = leading.clone();
+        let token = self.shutdown.token();
+        tokio::select! {
+            biased;
+            () = token.cancelled() => false,
+            held = leading.wait_for(|leading| *leading) => held.is_ok(),
+        }
+    }
+
+    /// Waits while this replica may go on: `Ok` once shutdown starts; on a lost Lease, logs
+    /// why, starts shutdown so every loop stops reconciling, and returns [`LostLease`] for the
+    /// binary to exit non-zero with.
+    pub async fn hold(&self) -> Result<(), LostLease> {
+        let token = self.shutdown.token();
+        let Some((lease, leading)) = &self.lease else {
+            token.cancelled().await;
+            return Ok(());
+        };
+        let mut leading = leading.clone();
+        tokio::select! {
+            // On shutdown the campaign releases the Lease, so both may be ready: a stop is a
+            // stop, not a lost Lease.
+            biased;
+            () = token.cancelled() => Ok(()),
+            _ = leading.wait_for(|leading| !*leading) => {
+                if token.is_cancelled() {
+                    return Ok(());
+                }
+                let lost = lease.clone();
+                tracing::error!(error = %lost, "stopping");
+                self.shutdown.trigger();
+                Err(lost)
+            }
+        }
+    }
+}
+
+/// `--lease-identity` (`POD_NAME`) when given, else [`default_identity`].
+fn replica_identity(election: &LeaderElectionArgs) -> String {
+    election
+        .identity
+        .clone()
+        .filter(|identity| !identity.is_empty())
+        .unwrap_or_else(default_identity)
 }
 
 /// The host name plus the process id, unique enough when `POD_NAME` is not set.
 fn default_identity() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "arbor".to_owned());
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|host| host.trim().to_owned())
+        .filter(|host| !host.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned());
     format!("{host}-{}", std::process::id())
 }
 
@@ -206,5 +335,34 @@ mod tests {
     #[test]
     fn default_identity_is_distinct_per_process() {
         assert!(default_identity().ends_with(&format!("-{}", std::process::id())));
+    }
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        common: CommonArgs,
+    }
+
+    fn identity_from(flags: &[&str]) -> String {
+        use clap::Parser as _;
+        let cli = Cli::try_parse_from(std::iter::once("arbor").chain(flags.iter().copied()))
+            .expect("flags parse");
+        replica_identity(&cli.common.leader_election)
+    }
+
+    #[test]
+    fn the_pod_name_is_the_identity_and_without_it_host_and_pid_never_a_bare_pid() {
+        assert_eq!(
+            identity_from(&["--lease-identity", "arbor-gitsync-7d9f-x2"]),
+            "arbor-gitsync-7d9f-x2"
+        );
+        let pid = std::process::id().to_string();
+        for flags in [&[][..], &["--lease-identity", ""][..]] {
+            let identity = identity_from(flags);
+            let (host, suffix) = identity.rsplit_once('-').expect("host-pid");
+            assert_eq!(suffix, pid, "{identity}");
+            assert!(!host.is_empty(), "{identity}");
+            assert_ne!(identity, pid);
+        }
     }
 }

@@ -43,6 +43,6 @@ pub mod shutdown;
 pub mod telemetry;
 pub mod throttle;
 
-pub use component::{Component, StartError};
+pub use component::{Component, LeaseGate, LostLease, StartError};
 pub use flags::CommonArgs;
 pub use shutdown::Shutdown;

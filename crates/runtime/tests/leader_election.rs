@@ -127,3 +127,113 @@ async fn a_racing_candidate_that_loses_the_write_follows() {
     assert_eq!(leaders, 1);
     emu.shutdown().await;
 }
+
+/// Takes the Lease `name` over for `thief`, as another replica that judged it expired would.
+async fn steal(client: &kube::Client, name: &str, thief: &str) {
+    let leases = Api::<Lease>::namespaced(client.clone(), "arbor-system");
+    let mut lease = leases.get(name).await.unwrap();
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    spec.holder_identity = Some(thief.into());
+    spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now(),
+    ));
+    spec.lease_duration_seconds = Some(60);
+    leases
+        .replace(name, &PostParams::default(), &lease)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_component_that_loses_its_lease_stops_and_reports_the_lost_lease() {
+    use arbor_runtime::{CommonArgs, Component, LostLease};
+    use clap::Parser as _;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        common: CommonArgs,
+    }
+
+    let (emu, client) = cluster().await;
+    let cli = Cli::try_parse_from([
+        "arbor-test",
+        "--lease-identity=replica-a",
+        "--lease-duration=2s",
+        "--lease-renew-interval=200ms",
+    ])
+    .unwrap();
+    let component = Component::with_client("gate", cli.common, client.clone()).unwrap();
+    let gate = component.campaign();
+    assert!(
+        tokio::time::timeout(LEASE_DURATION * 3, gate.acquired())
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        Api::<Lease>::namespaced(client.clone(), "arbor-system")
+            .get("arbor-gate")
+            .await
+            .unwrap()
+            .spec
+            .and_then(|spec| spec.holder_identity)
+            .as_deref(),
+        Some("replica-a")
+    );
+
+    steal(&client, "arbor-gate", "replica-b").await;
+    let outcome = tokio::time::timeout(LEASE_DURATION * 3, gate.hold())
+        .await
+        .expect("the loss is noticed within a renew interval or two");
+    assert_eq!(
+        outcome,
+        Err(LostLease {
+            namespace: "arbor-system".into(),
+            name: "arbor-gate".into()
+        })
+    );
+    assert!(
+        component.shutdown().is_shutting_down(),
+        "reconciling goes on after the Lease was lost"
+    );
+    component.shutdown().drain().await;
+    // Not ours any more: the campaign leaves the thief's Lease alone.
+    assert_eq!(
+        holder_of(&client, "arbor-gate").await.as_deref(),
+        Some("replica-b")
+    );
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_component_that_is_stopped_releases_its_lease_and_reports_no_loss() {
+    use arbor_runtime::{CommonArgs, Component};
+    use clap::Parser as _;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        common: CommonArgs,
+    }
+
+    let (emu, client) = cluster().await;
+    let cli = Cli::try_parse_from(["arbor-test", "--lease-identity=replica-a"]).unwrap();
+    let component = Component::with_client("gate", cli.common, client.clone()).unwrap();
+    let gate = component.campaign();
+    assert!(gate.acquired().await);
+    component.shutdown().trigger();
+    assert_eq!(gate.hold().await, Ok(()));
+    component.shutdown().drain().await;
+    assert_eq!(holder_of(&client, "arbor-gate").await, None);
+    emu.shutdown().await;
+}
+
+async fn holder_of(client: &kube::Client, name: &str) -> Option<String> {
+    Api::<Lease>::namespaced(client.clone(), "arbor-system")
+        .get(name)
+        .await
+        .unwrap()
+        .spec
+        .and_then(|spec| spec.holder_identity)
+        .filter(|holder| !holder.is_empty())
+}

@@ -60,6 +60,9 @@ pub struct SystemConfig {
     pub domain: Option<String>,
     /// The API server: an emulator started for the system (the default), or a cluster.
     pub cluster: ClusterSource,
+    /// Whether the controllers campaign for their Leases (in [`SYSTEM_NAMESPACE`], with a
+    /// short lease duration), as in a cluster; off by default, since one replica of each runs.
+    pub leader_election: bool,
 }
 
 impl SystemConfig {
@@ -78,6 +81,7 @@ impl SystemConfig {
             log_level: "info".to_owned(),
             domain: None,
             cluster: ClusterSource::default(),
+            leader_election: false,
         })
     }
 
@@ -332,12 +336,8 @@ impl System {
         )
         .arg("--kubeconfig")
         .arg(&self.kubeconfig)
-        .args([
-            "--leader-election",
-            "false",
-            "--log-level",
-            &self.config.log_level,
-        ])
+        .args(self.leader_election_flags())
+        .args(["--log-level", &self.config.log_level])
         .args([
             "--admin-addr",
             &admin.to_string(),
@@ -363,6 +363,28 @@ impl System {
         };
         controller.wait_ready().await?;
         Ok(controller)
+    }
+
+    /// `--leader-election` and, when on, a Lease short enough for a test to see it change hands.
+    fn leader_election_flags(&self) -> Vec<String> {
+        let mut flags = vec![
+            "--leader-election".to_owned(),
+            self.config.leader_election.to_string(),
+        ];
+        if self.config.leader_election {
+            flags.extend(
+                [
+                    "--lease-namespace",
+                    SYSTEM_NAMESPACE,
+                    "--lease-duration",
+                    "4s",
+                    "--lease-renew-interval",
+                    "500ms",
+                ]
+                .map(str::to_owned),
+            );
+        }
+        flags
     }
 
     /// Registers arbor-webhook for Arbor's kinds and namespaces, as the Helm chart does, with
