@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use arbor_e2e::{arborctl, fixture, fixture_args, flag_value, workspace_root};
-use arbor_gitsync::error::LoadError;
-use arbor_gitsync::source::{LoadOptions, load};
 use arbor_policy::layout::{ErrorCode, Layout};
+use arbor_source::LoadError;
+use arbor_source::{LoadOptions, load};
 
 /// Each bad fixture with the code its directory name starts with.
 fn bad_fixtures() -> Vec<(ErrorCode, PathBuf)> {

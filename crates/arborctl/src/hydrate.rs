@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use arbor_gitsync::hydrate::{OutputFormat, render, write};
+use arbor_source::hydrate::{OutputFormat, render, write};
 use clap::{Args, ValueEnum};
 
 use crate::source::SourceArgs;

@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use arbor_gitsync::error::LoadError;
-use arbor_gitsync::source::{LoadOptions, load};
 use arbor_policy::layout::{DeclaredState, Layout, Scope, ScopeTable, SourceError};
 use arbor_policy::object::GroupKind;
+use arbor_source::LoadError;
+use arbor_source::{LoadOptions, load};
 use clap::{Args, ValueEnum};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -8,19 +8,11 @@
 //!    (https with basic or token auth, ssh with a deploy key and known_hosts, and file:// only
 //!    with `--allow-file-repositories`, never into the cache) and check
 //!    out the tree of one commit at its subPath.
-//! 2. **Parse**: from that directory to the state it declares.
-//!    - [`tree`] reads the `.yaml`, `.yml` and `.json` files (hidden entries and symbolic links
-//!      are skipped, other files listed as skipped);
-//!    - [`document`] parses each file: multi-document YAML with `serde-saphyr`, or JSON; a file
-//!      that does not parse is `ARB1001` with its line;
-//!    - [`source`] ties them together: [`source::load`] resolves the subPath (`ARB1006`,
-//!      `ARB1007`), reads, parses, and hands the documents to the pure layout rules of
-//!      [`arbor_policy::layout`] (Flat or Hierarchical).
-//!
-//!    The result is all or nothing: a [`DeclaredState`](arbor_policy::layout::DeclaredState)
-//!    or every [`SourceError`](arbor_policy::layout::SourceError) found, each with its stable
-//!    code, file and object (`docs/error-codes.md`). [`hydrate`] renders a declared state as
-//!    the files `arborctl hydrate` writes.
+//! 2. **Parse** ([`arbor_source`], shared with arborctl): from that directory to the state it
+//!    declares, all or nothing: a [`DeclaredState`](arbor_policy::layout::DeclaredState) or
+//!    every [`SourceError`](arbor_policy::layout::SourceError) found, each with its stable
+//!    code, file and object. Its modules are re-exported here ([`source`], [`tree`],
+//!    [`document`], [`hydrate`], [`error`]) so the stages read as one pipeline.
 //! 3. **Plan** ([`controller::plan`]): discovery says whether each declared kind is served and
 //!    namespaced, and the ownership matrix of seeds/002
 //!    ([`WatchScope`](arbor_policy::ownership::WatchScope)) says whether the object becomes a
@@ -72,11 +64,8 @@
 
 pub mod apply;
 pub mod controller;
-pub mod document;
-pub mod error;
 pub mod fetch;
 pub mod grpc;
-pub mod hydrate;
 pub mod run;
-pub mod source;
-pub mod tree;
+
+pub use arbor_source::{document, error, hydrate, source, tree};

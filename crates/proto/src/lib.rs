@@ -22,6 +22,16 @@ pub mod v1 {
     tonic::include_proto!("arbor.v1");
 }
 
+/// The bounds of a `PreviewFiles` request, which the client checks before sending and the
+/// server enforces.
+pub mod preview {
+    /// The most files a preview request may carry.
+    pub const MAX_FILES: usize = 5_000;
+    /// The most bytes of file content a preview request may carry (below gRPC's 4 MiB message
+    /// limit, with room for paths and framing).
+    pub const MAX_BYTES: usize = 3 * 1024 * 1024;
+}
+
 /// The encoded `google.protobuf.FileDescriptorSet` of every `arbor.v1` file and its imports.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("arbor_v1_descriptor");
 

@@ -35,11 +35,7 @@ use crate::document::Format;
 use crate::fetch::GitReference;
 use crate::tree::{RawFile, SourceTree};
 
-/// The most files a preview request may carry.
-pub const MAX_FILES: usize = 5_000;
-/// The most bytes of file content a preview request may carry (below gRPC's 4 MiB message
-/// limit, with room for paths and framing).
-pub const MAX_BYTES: usize = 3 * 1024 * 1024;
+pub use arbor_proto::preview::{MAX_BYTES, MAX_FILES};
 
 /// What to preview.
 #[derive(Debug, Clone)]
