@@ -121,7 +121,7 @@ async fn arborctl_reaches_the_controllers_through_the_port_forward_with_a_kubeco
     // The server certificate is verified against the Secret's CA, for the Service's name.
     let secrets: Api<Secret> = Api::namespaced(system.client.clone(), SYSTEM_NAMESPACE);
     let mut secret = secrets.get("arbor-operator-tls").await.unwrap();
-    let other_ca = arbor_runtime::pki::Authority::generate("another CA").unwrap();
+    let other_ca = arbor_testkit::pki::Authority::generate("another CA").unwrap();
     secret.data.as_mut().unwrap().insert(
         "ca.crt".into(),
         k8s_openapi::ByteString(other_ca.cert_pem().as_bytes().to_vec()),

@@ -2,7 +2,7 @@
 //!
 //! It starts `arbor-kube-emu` (TLS; kubeconfig in `<workdir>/kubeconfig`), installs the CRDs,
 //! issues mutual-TLS certificates into `<workdir>/tls/`, and starts the four controllers as
-//! processes wired to each other over gRPC (see [`arbor_testkit::system`]). The example
+//! processes wired to each other over gRPC (see [`arbor_demo::system`]). The example
 //! repositories of `deploy/examples/` become bare repositories served over smart HTTP on
 //! loopback; a ClusterGitTrack follows `foo-corp` (hierarchical), a GitTrack in `shop` follows
 //! `flat-app`, and the namespace tree and the Application are applied. Once everything has
@@ -16,7 +16,7 @@ mod summary;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use arbor_testkit::{System, SystemConfig};
+use arbor_demo::{System, SystemConfig};
 use clap::Args;
 
 use crate::connect::Resolved;
@@ -93,11 +93,11 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<()> {
 
 /// Where this system's services are, for the summary's own gRPC calls and the demo's context.
 fn connection(system: &System) -> Resolved {
-    let url = |controller: &Option<arbor_testkit::system::Controller>| {
+    let url = |controller: &Option<arbor_demo::system::Controller>| {
         Some(
             controller
                 .as_ref()
-                .map(arbor_testkit::system::Controller::grpc_url)
+                .map(arbor_demo::system::Controller::grpc_url)
                 .unwrap_or_default(),
         )
     };

@@ -1,12 +1,12 @@
-//! arborctl over mutual TLS, with certificates from `arbor_runtime::pki::Authority`, and the
+//! arborctl over mutual TLS, with certificates from `arbor_demo::pki::Authority`, and the
 //! clear errors for the usual TLS mistakes.
 
 mod fakes;
 
 use std::path::PathBuf;
 
+use arbor_demo::pki::{Authority, CertifiedKey};
 use arbor_runtime::grpc::TlsMaterial;
-use arbor_runtime::pki::{Authority, CertifiedKey};
 use fakes::{FakeServer, Options, arborctl, stderr, stdout};
 
 /// PEM files on disk for the client side.

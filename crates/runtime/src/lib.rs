@@ -19,7 +19,6 @@
 //!   that is counted and logged;
 //! - [`grpc`]: gRPC servers and channels over rustls, with mutual TLS, where plaintext is only
 //!   accepted on loopback addresses; [`authz`]: which client certificate may call which method;
-//! - [`pki`]: a small CA that issues mutual-TLS material for the demo and tests;
 //! - [`throttle`]: every client retries requests the API server throttled (429) or could not
 //!   serve (503), after `Retry-After` or a backoff, with jitter;
 //! - [`shutdown`]: SIGTERM / SIGINT handling that lets in-flight work finish within a bound.
@@ -38,7 +37,6 @@ pub mod grpc;
 pub mod lease;
 pub mod listener;
 pub mod metrics;
-pub mod pki;
 pub mod shutdown;
 pub mod telemetry;
 pub mod throttle;

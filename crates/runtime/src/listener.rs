@@ -680,7 +680,7 @@ mod tests {
 
     #[test]
     fn an_identity_matches_its_common_name_and_alternative_names() {
-        let ca = crate::pki::Authority::generate("test CA").unwrap();
+        let ca = arbor_demo::pki::Authority::generate("test CA").unwrap();
         let issued = ca
             .issue("arbor-observer", &["observer.arbor-system.svc"])
             .unwrap();

@@ -3,8 +3,8 @@
 
 use std::net::SocketAddr;
 
+use arbor_demo::pki::{Authority, CertifiedKey};
 use arbor_runtime::grpc::{self, TlsMaterial};
-use arbor_runtime::pki::{Authority, CertifiedKey};
 use tokio_util::sync::CancellationToken;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;

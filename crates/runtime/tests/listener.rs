@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
+use arbor_demo::pki::Authority;
 use arbor_runtime::authz::{Authz, AuthzArgs};
 use arbor_runtime::grpc::{self, TlsMaterial};
 use arbor_runtime::listener::{Limits, ListenerArgs, ListenerMetrics, ShedReason};
-use arbor_runtime::pki::Authority;
 use tokio_util::sync::CancellationToken;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;

@@ -1,44 +1,16 @@
-//! Processes and servers for Arbor's local demo and its end-to-end tests.
+//! Test support for Arbor: the system on one machine from [`arbor_demo`] (processes, the
+//! loopback git server, certificates, the whole system on arbor-kube-emu), re-exported under
+//! the names the tests use, and what only tests need on top of it:
 //!
-//! Everything here runs on loopback and in directories the caller owns:
-//!
-//! - [`git_repo`]: a directory made into a git repository with the `git` command line, with
-//!   commits, removals and bare copies;
-//! - [`git_http`]: git's own `git http-backend` served over smart HTTP, with optional basic
-//!   authentication, for a directory of repositories;
-//! - [`ports`]: free loopback ports and waiting for a port to accept connections;
-//! - [`process`]: a child process whose output goes to a log file, which can be waited on for
-//!   a log line or a port, and which is stopped (SIGTERM, then SIGKILL) when dropped;
-//! - [`binaries`]: the workspace's binaries in `target/<profile>/`, next to the running one;
-//! - [`tls`]: a certificate authority and one mutual-TLS identity per component, as files;
-//! - [`cluster`]: applying YAML to a cluster, and bounded polling;
-//! - [`system`]: `arbor-kube-emu` and the four controllers as processes, wired to each other
-//!   over gRPC with mutual TLS: what `arborctl demo` runs and what the end-to-end tests start;
 //! - [`release`]: the running system published in the emulator as the Helm chart's release
 //!   would look (Services, ready pods whose ports the emulator port-forwards to the processes,
-//!   the operators' certificate Secret), for arborctl's way in through a kubeconfig alone;
-//! - [`source`]: where a system's API server comes from, an emulator it starts or an existing
-//!   cluster (`ARBOR_E2E_KUBECONFIG`), and [`shared`]: taking turns on such a cluster and
-//!   leaving it as it was found.
+//!   the operators' certificate Secret), for arborctl's way in through a kubeconfig alone.
 //!
-//! Functions that wait take a timeout and fail with [`Error::Timeout`], naming what they
-//! waited for, so nothing in a test or the demo can hang.
+//! A dev-dependency only: no binary links it.
 
-pub mod binaries;
-pub mod cluster;
-mod error;
-pub mod git_http;
-pub mod git_repo;
-pub mod ports;
-pub mod process;
 pub mod release;
-pub mod shared;
-pub mod source;
-pub mod system;
-pub mod tls;
 
-pub use error::Error;
-pub use git_http::{BasicAuth, GitHttpServer};
-pub use git_repo::GitRepo;
-pub use process::{Process, ProcessSpec};
-pub use system::{System, SystemConfig};
+pub use arbor_demo::{
+    BasicAuth, Error, GitHttpServer, GitRepo, Process, ProcessSpec, System, SystemConfig, binaries,
+    cluster, git_http, git_repo, pki, ports, process, shared, source, system, tls,
+};

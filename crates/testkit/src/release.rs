@@ -17,29 +17,16 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::Error;
-use crate::cluster::{apply, ensure_namespace};
-use crate::system::{SYSTEM_NAMESPACE, System};
-
-/// The release name the published objects are named after.
-pub const RELEASE: &str = "arbor";
+use arbor_demo::Error;
+use arbor_demo::cluster::{apply, ensure_namespace};
+pub use arbor_demo::system::{RELEASE, service_dns_names};
+use arbor_demo::system::{SYSTEM_NAMESPACE, System};
 
 /// The container port the chart gives every component's gRPC listener.
 pub const GRPC_PORT: u16 = 9090;
 
 /// The emulator's annotation mapping a pod's ports to loopback addresses.
 const PORT_FORWARD_ANNOTATION: &str = "kube-emu.arbor.dev/port-forward";
-
-/// The DNS names of component `name`'s Service, as the chart's certificates carry them.
-pub fn service_dns_names(name: &str) -> Vec<String> {
-    let service = format!("{RELEASE}-{name}");
-    vec![
-        service.clone(),
-        format!("{service}.{SYSTEM_NAMESPACE}"),
-        format!("{service}.{SYSTEM_NAMESPACE}.svc"),
-        format!("{service}.{SYSTEM_NAMESPACE}.svc.cluster.local"),
-    ]
-}
 
 /// The chart's selector labels of component `name`.
 fn selector(name: &str) -> Value {

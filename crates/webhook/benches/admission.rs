@@ -16,7 +16,7 @@ use arbor_policy::ownership::{
     ClusterGitTrackMode, GitTrackMode, NamespaceRestriction, WatchScope,
 };
 use arbor_policy::propagation::NamespaceState;
-use arbor_runtime::pki::Authority;
+use arbor_testkit::pki::Authority;
 use arbor_webhook::Policy;
 use arbor_webhook::metrics::WebhookMetrics;
 use arbor_webhook::server::{self, AppState};

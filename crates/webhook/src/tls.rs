@@ -163,7 +163,7 @@ fn read_pair(cert_path: &Path, key_path: &Path) -> Result<CertifiedKey, CertErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arbor_runtime::pki::Authority;
+    use arbor_testkit::pki::Authority;
 
     fn write_pair(dir: &Path, ca: &Authority) -> (PathBuf, PathBuf, Vec<u8>) {
         let issued = ca.issue("webhook", &["localhost"]).unwrap();

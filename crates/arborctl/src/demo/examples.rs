@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use arbor_api::{Application, ApplicationState};
+use arbor_demo::cluster::{apply, apply_yaml, ensure_namespace, eventually};
+use arbor_demo::{GitHttpServer, GitRepo, System};
 use arbor_proto::v1::sync_service_client::SyncServiceClient;
 use arbor_proto::v1::{GetStatusRequest, SourceStatus};
-use arbor_testkit::cluster::{apply, apply_yaml, ensure_namespace, eventually};
-use arbor_testkit::{GitHttpServer, GitRepo, System};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use serde_json::json;

@@ -1,11 +1,11 @@
 //! The demo's summary on stdout: `arborctl status`, `arborctl tree`, and how to use kubectl
 //! and arborctl against the running system.
 
+use arbor_demo::System;
 use arbor_proto::v1::GetStatusRequest;
 use arbor_proto::v1::GetTreeRequest;
 use arbor_proto::v1::hierarchy_service_client::HierarchyServiceClient;
 use arbor_proto::v1::sync_service_client::SyncServiceClient;
-use arbor_testkit::System;
 
 use crate::connect::{Resolved, Service};
 use crate::context::DEMO_CONTEXT;

@@ -14,7 +14,7 @@ use arbor_policy::ownership::{
 use arbor_policy::propagation::NamespaceState;
 use arbor_policy::sync::CompareFields;
 use arbor_runtime::listener::Limits;
-use arbor_runtime::pki::Authority;
+use arbor_testkit::pki::Authority;
 use arbor_webhook::declared::{Declared, DeclaredState, LookupError, ObjectIdentity};
 use arbor_webhook::metrics::WebhookMetrics;
 use arbor_webhook::review::{ReviewInput, decode_admission_review};

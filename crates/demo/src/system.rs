@@ -33,6 +33,19 @@ use crate::tls::{Identity, TlsFiles};
 /// The namespace Arbor's own objects (Leases) live in.
 pub const SYSTEM_NAMESPACE: &str = "arbor-system";
 
+/// The Helm release name the system stands in for: its components' Services are named after it.
+pub const RELEASE: &str = "arbor";
+
+/// The DNS names of component `name`'s Service, as the chart's certificates carry them.
+pub fn service_dns_names(name: &str) -> Vec<String> {
+    let service = format!("{RELEASE}-{name}");
+    vec![
+        service.clone(),
+        format!("{service}.{SYSTEM_NAMESPACE}"),
+        format!("{service}.{SYSTEM_NAMESPACE}.svc"),
+        format!("{service}.{SYSTEM_NAMESPACE}.svc.cluster.local"),
+    ]
+}
 /// The name of the webhook registration.
 pub const WEBHOOK_CONFIGURATION: &str = "arbor-webhook";
 
@@ -322,7 +335,7 @@ impl System {
     ) -> Result<Controller, Error> {
         let identity = self.tls.issue_for(
             name,
-            &crate::release::service_dns_names(name)
+            &service_dns_names(name)
                 .iter()
                 .map(String::as_str)
                 .collect::<Vec<_>>(),

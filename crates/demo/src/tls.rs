@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use arbor_runtime::pki::Authority;
+use crate::pki::Authority;
 
 use crate::Error;
 

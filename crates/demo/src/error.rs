@@ -41,18 +41,18 @@ pub enum Error {
     #[error("{what}: {message}")]
     Invalid { what: String, message: String },
     #[error(transparent)]
-    Pki(#[from] arbor_runtime::pki::PkiError),
+    Pki(#[from] crate::pki::PkiError),
     #[error(transparent)]
     Client(#[from] arbor_runtime::client::ClientError),
 }
 
 impl Error {
-    pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
         let what = what.into();
         move |source| Error::Io { what, source }
     }
 
-    pub(crate) fn kube(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    pub fn kube(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
         let what = what.into();
         move |source| Error::Kube { what, source }
     }
