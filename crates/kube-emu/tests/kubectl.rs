@@ -1323,3 +1323,46 @@ fn every_kubectl_create_subcommand_succeeds_and_reads_back_as_kube_apiserver_sto
             .is_some()
     );
 }
+
+#[test]
+fn rbac_escalation_is_refused_to_kubectl_in_kube_apiservers_words() {
+    let server = start_server_with(|_| vec!["--authorization".into(), "rbac".into()]);
+    let as_bob = |command: &str| {
+        let mut args = vec!["--token", "other"];
+        args.extend(command.split_whitespace());
+        kubectl_command(&server.kubeconfig, &args)
+            .output()
+            .expect("kubectl runs")
+    };
+    for command in [
+        "create role role-writer --verb=create,get --resource=roles,rolebindings,configmaps",
+        "create rolebinding role-writer --role=role-writer --user=bob",
+    ] {
+        kubectl(&server, &command.split_whitespace().collect::<Vec<_>>());
+    }
+    let within = as_bob("create role maker --verb=create --resource=configmaps");
+    assert!(
+        within.status.success(),
+        "{}",
+        String::from_utf8_lossy(&within.stderr)
+    );
+    let sneaky = as_bob("create role sneaky --verb=get,list --resource=secrets");
+    assert!(!sneaky.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&sneaky.stderr),
+        "Error from server (Forbidden): roles.rbac.authorization.k8s.io \"sneaky\" is forbidden: user \"bob\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\" \"list\"]}\n"
+    );
+    let admin = as_bob("create rolebinding mine --clusterrole=cluster-admin --user=bob");
+    let stderr = String::from_utf8_lossy(&admin.stderr);
+    assert!(
+        stderr.contains(
+            "rolebindings.rbac.authorization.k8s.io \"mine\" is forbidden: user \"bob\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}\n{NonResourceURLs:[\"*\"], Verbs:[\"*\"]}"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        as_bob("create rolebinding makers --role=maker --user=carol")
+            .status
+            .success()
+    );
+}
