@@ -1,7 +1,7 @@
 //! Request bodies in Kubernetes' protobuf encoding, for the kinds every `kubectl create`
 //! subcommand (configmap, secret, namespace, serviceaccount, role, clusterrole, rolebinding,
 //! clusterrolebinding, deployment, service, job, cronjob, token, priorityclass,
-//! poddisruptionbudget, quota, ingress) and `kubectl auth can-i` send that way
+//! poddisruptionbudget, quota, ingress), `kubectl auth can-i` and `kubectl auth whoami` send that way
 //! (client-go's typed clients prefer protobuf and do not fall back to JSON). The envelope is
 //! the magic `k8s\0` followed by a `runtime.Unknown` whose `raw` field holds the object; the
 //! object is decoded to the same JSON a JSON client would have sent, using the field numbers of
@@ -560,6 +560,9 @@ const TOKEN_REQUEST: &[Field] = &[
     field(2, "spec", FieldType::Message(TOKEN_REQUEST_SPEC)),
 ];
 
+/// What `kubectl auth whoami` sends: metadata only, the server answers with the status.
+const SELF_SUBJECT_REVIEW: &[Field] = &[field(1, "metadata", FieldType::Message(OBJECT_META))];
+
 const TYPE_META: &[Field] = &[
     field(1, "apiVersion", FieldType::Text),
     field(2, "kind", FieldType::Text),
@@ -587,6 +590,7 @@ fn schema_for(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("batch/v1", "CronJob") => Some(CRON_JOB),
         ("v1", "Service") => Some(SERVICE),
         ("authentication.k8s.io/v1", "TokenRequest") => Some(TOKEN_REQUEST),
+        ("authentication.k8s.io/v1", "SelfSubjectReview") => Some(SELF_SUBJECT_REVIEW),
         ("scheduling.k8s.io/v1", "PriorityClass") => Some(PRIORITY_CLASS),
         ("policy/v1", "PodDisruptionBudget") => Some(POD_DISRUPTION_BUDGET),
         ("v1", "ResourceQuota") => Some(RESOURCE_QUOTA),
@@ -842,7 +846,7 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
         .and_then(Value::as_str)
         .unwrap_or_default();
     let schema = schema_for(api_version, kind)
-        .ok_or_else(|| format!("protobuf bodies are understood for v1 ConfigMap, Secret, Namespace, ServiceAccount, Service, ResourceQuota, apps/v1 Deployment, batch/v1 Job and CronJob, networking.k8s.io/v1 Ingress, policy/v1 PodDisruptionBudget, scheduling.k8s.io/v1 PriorityClass, RBAC roles and bindings, TokenRequest, SelfSubjectAccessReview and SelfSubjectRulesReview only, not {api_version} {kind}; send JSON"))?;
+        .ok_or_else(|| format!("protobuf bodies are understood for v1 ConfigMap, Secret, Namespace, ServiceAccount, Service, ResourceQuota, apps/v1 Deployment, batch/v1 Job and CronJob, networking.k8s.io/v1 Ingress, policy/v1 PodDisruptionBudget, scheduling.k8s.io/v1 PriorityClass, RBAC roles and bindings, TokenRequest, SelfSubjectReview, SelfSubjectAccessReview and SelfSubjectRulesReview only, not {api_version} {kind}; send JSON"))?;
     let raw = unknown
         .get("raw")
         .and_then(Value::as_str)

@@ -1366,3 +1366,43 @@ fn rbac_escalation_is_refused_to_kubectl_in_kube_apiservers_words() {
             .success()
     );
 }
+
+#[test]
+fn kubectl_auth_whoami_shows_the_impersonated_uid() {
+    let server = start_server_with(|_| vec!["--authorization".into(), "rbac".into()]);
+    let me = kubectl(
+        &server,
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ],
+    );
+    assert_eq!(me, "admin");
+    let alice = kubectl(
+        &server,
+        &[
+            "auth",
+            "whoami",
+            "--as",
+            "alice",
+            "--as-uid",
+            "1234",
+            "-o",
+            "jsonpath={.status.userInfo.username} {.status.userInfo.uid} {.status.userInfo.groups}",
+        ],
+    );
+    assert_eq!(alice, r#"alice 1234 ["system:authenticated"]"#);
+    let refused = run_kubectl(
+        &server,
+        &[
+            "--token", "other", "auth", "whoami", "--as", "alice", "--as-uid", "1234",
+        ],
+        None,
+    );
+    // kubectl words any refusal of whoami itself; the server's message is checked in rbac.rs.
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("you do not have permission"), "{stderr}");
+}
