@@ -44,6 +44,8 @@ pub struct Shared {
     pub state: Arc<Mutex<State>>,
     pub authenticator: Authenticator,
     pub authorizer: Arc<dyn Authorizer>,
+    /// Whether RBAC is enforced, and with it escalation prevention on RBAC writes.
+    pub rbac: bool,
     pub config: ServeConfig,
     pub faults: Faults,
     pub requests: Requests,

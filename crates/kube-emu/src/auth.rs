@@ -11,7 +11,7 @@
 //! groups kube gives service accounts (`system:serviceaccounts`,
 //! `system:serviceaccounts:<namespace>`), whether it comes from the token file or is minted.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::RwLock;
 
@@ -23,6 +23,8 @@ pub struct Identity {
     pub username: String,
     pub uid: String,
     pub groups: Vec<String>,
+    /// Extra attributes by key (`scopes`, ...), as an authenticator or impersonation gives them.
+    pub extra: BTreeMap<String, Vec<String>>,
 }
 
 impl Identity {
@@ -32,6 +34,7 @@ impl Identity {
             username: "system:admin".into(),
             uid: String::new(),
             groups: vec!["system:masters".into(), "system:authenticated".into()],
+            extra: BTreeMap::new(),
         }
     }
 
@@ -49,7 +52,25 @@ impl Identity {
             username: username.to_owned(),
             uid: uid.to_owned(),
             groups: all,
+            extra: BTreeMap::new(),
         }
+    }
+
+    /// The identity as an `authentication.k8s.io/v1` UserInfo, which admission reviews,
+    /// TokenReviews and SelfSubjectReviews carry: empty fields left out, as Go's JSON does.
+    pub fn user_info(&self) -> serde_json::Value {
+        let mut info = serde_json::Map::new();
+        info.insert("username".into(), self.username.clone().into());
+        if !self.uid.is_empty() {
+            info.insert("uid".into(), self.uid.clone().into());
+        }
+        if !self.groups.is_empty() {
+            info.insert("groups".into(), self.groups.clone().into());
+        }
+        if !self.extra.is_empty() {
+            info.insert("extra".into(), serde_json::json!(self.extra));
+        }
+        serde_json::Value::Object(info)
     }
 
     /// The identity of service account `name` in `namespace`.

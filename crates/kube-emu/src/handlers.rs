@@ -231,6 +231,7 @@ async fn run(
         Verb::Watch => watch::watch(shared, context, kind),
         Verb::Create if review::is_review(kind) => review::access_review(shared, context, kind),
         Verb::Create if kind.kind == "TokenReview" => token::token_review(shared, context),
+        Verb::Create if kind.kind == "SelfSubjectReview" => token::self_subject_review(context),
         Verb::Create => write::create(shared, context, kind).await,
         Verb::Update => write::update(shared, context, kind).await,
         Verb::Patch => patch::patch(shared, context, kind).await,

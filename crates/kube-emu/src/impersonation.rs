@@ -1,9 +1,15 @@
 //! Impersonation, as kube-apiserver does it: a request with `Impersonate-User` (and optionally
-//! `Impersonate-Group`) headers acts as that user, after the authenticated user was checked for
-//! the `impersonate` verb on `serviceaccounts` (for a service account's user name, in its
-//! namespace), `users` or `groups`, by the same authorizer as every request (RBAC when it is on),
-//! refused with kube-apiserver's Forbidden wording. The impersonated identity is then what
+//! `Impersonate-Group`, `Impersonate-Uid` and `Impersonate-Extra-<key>`) headers acts as that
+//! user, after the authenticated user was checked for the `impersonate` verb on each thing it
+//! asks for, in kube-apiserver's order: `serviceaccounts` (for a service account's user name,
+//! in its namespace) or `users`, each of `groups`, each value of `userextras/<key>` and `uids`
+//! (the last two in API group `authentication.k8s.io`), by the same authorizer as every
+//! request (RBAC when it is on), refused with kube-apiserver's Forbidden wording. An extra's key
+//! is the header's suffix, lower-cased and percent-decoded as kube does (`Impersonate-Extra-
+//! Example.com%2fteam` is `example.com/team`). The impersonated identity is then what
 //! authorization (the deny rules included), admission and accounting see.
+
+use std::collections::BTreeMap;
 
 use http::HeaderMap;
 
@@ -13,6 +19,40 @@ use crate::status::ApiError;
 
 const USER: &str = "impersonate-user";
 const GROUP: &str = "impersonate-group";
+const UID: &str = "impersonate-uid";
+const EXTRA_PREFIX: &str = "impersonate-extra-";
+const AUTHENTICATION_GROUP: &str = "authentication.k8s.io";
+
+fn header_text<'a>(name: &str, value: &'a http::HeaderValue) -> Result<&'a str, ApiError> {
+    value
+        .to_str()
+        .map_err(|_| ApiError::bad_request(format!("the {name} header is not text")))
+}
+
+/// `%xx` sequences decoded; the key as sent when it is not valid percent-encoding (as kube's
+/// `url.PathUnescape` fallback).
+fn unescape_extra_key(key: &str) -> String {
+    let bytes = key.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        if bytes[index] == b'%' {
+            let hex = bytes
+                .get(index + 1..index + 3)
+                .and_then(|pair| std::str::from_utf8(pair).ok())
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok());
+            let Some(byte) = hex else {
+                return key.to_owned();
+            };
+            decoded.push(byte);
+            index += 3;
+        } else {
+            decoded.push(bytes[index]);
+            index += 1;
+        }
+    }
+    String::from_utf8(decoded).unwrap_or_else(|_| key.to_owned())
+}
 
 /// The identity the request acts as: `authenticated` itself, or the user it may impersonate.
 pub fn identity_of(
@@ -20,38 +60,68 @@ pub fn identity_of(
     headers: &HeaderMap,
     authorizer: &dyn Authorizer,
 ) -> Result<Identity, ApiError> {
-    let groups: Vec<&str> = headers
+    let groups = headers
         .get_all(GROUP)
         .iter()
-        .filter_map(|value| value.to_str().ok())
-        .collect();
+        .map(|value| header_text("Impersonate-Group", value))
+        .collect::<Result<Vec<&str>, ApiError>>()?;
+    let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (name, value) in headers {
+        if let Some(key) = name.as_str().strip_prefix(EXTRA_PREFIX) {
+            let value = header_text(name.as_str(), value)?;
+            extra
+                .entry(unescape_extra_key(key))
+                .or_default()
+                .push(value.to_owned());
+        }
+    }
+    let uid = headers
+        .get(UID)
+        .map(|value| header_text("Impersonate-Uid", value))
+        .transpose()?
+        .filter(|uid| !uid.is_empty());
     let Some(user) = headers.get(USER) else {
-        if groups.is_empty() {
+        if groups.is_empty() && extra.is_empty() && uid.is_none() {
             return Ok(authenticated);
         }
         return Err(ApiError::bad_request(
-            "requested impersonation of groups without impersonating a user",
+            "requested impersonation of groups, user extras or a uid without impersonating a user",
         ));
     };
-    let user = user
-        .to_str()
-        .map_err(|_| ApiError::bad_request("the Impersonate-User header is not text"))?;
-    let mut checks = vec![match service_account_of(user) {
-        Some((namespace, name)) => ("serviceaccounts", namespace, name),
-        None => ("users", "", user),
-    }];
-    checks.extend(groups.iter().map(|group| ("groups", "", *group)));
-    for (resource, namespace, name) in checks {
-        let attributes = Attributes {
+    let user = header_text("Impersonate-User", user)?;
+    let asked =
+        |group: &str, resource: &str, subresource: &str, namespace: &str, name: &str| Attributes {
             verb: "impersonate".into(),
+            group: group.into(),
             resource: resource.into(),
+            subresource: subresource.into(),
             namespace: namespace.into(),
             name: name.into(),
-            ..Attributes::default()
+            path: None,
         };
+    let mut checks = vec![match service_account_of(user) {
+        Some((namespace, name)) => asked("", "serviceaccounts", "", namespace, name),
+        None => asked("", "users", "", "", user),
+    }];
+    checks.extend(
+        groups
+            .iter()
+            .map(|group| asked("", "groups", "", "", group)),
+    );
+    for (key, values) in &extra {
+        checks.extend(
+            values
+                .iter()
+                .map(|value| asked(AUTHENTICATION_GROUP, "userextras", key, "", value)),
+        );
+    }
+    checks.extend(uid.map(|uid| asked(AUTHENTICATION_GROUP, "uids", "", "", uid)));
+    for attributes in checks {
         crate::authz::check(authorizer, &authenticated, &attributes)?;
     }
-    Ok(Identity::new(user, "", &groups))
+    let mut identity = Identity::new(user, uid.unwrap_or_default(), &groups);
+    identity.extra = extra;
+    Ok(identity)
 }
 
 #[cfg(test)]
@@ -116,5 +186,27 @@ mod tests {
             error.message
         );
         assert!(identity_of(Identity::admin(), &headers(&[(GROUP, "g")]), &AllowAll).is_err());
+    }
+
+    #[test]
+    fn extra_keys_are_percent_decoded_and_kept_as_sent_when_malformed() {
+        assert_eq!(unescape_extra_key("example.com%2fteam"), "example.com/team");
+        assert_eq!(unescape_extra_key("scopes"), "scopes");
+        assert_eq!(unescape_extra_key("bad%zz"), "bad%zz");
+        assert_eq!(unescape_extra_key("cut%2"), "cut%2");
+        let identity = identity_of(
+            Identity::admin(),
+            &headers(&[
+                (USER, "alice"),
+                (UID, "7"),
+                ("impersonate-extra-example.com%2fteam", "a"),
+                ("impersonate-extra-example.com%2fteam", "b"),
+            ]),
+            &AllowAll,
+        )
+        .unwrap();
+        assert_eq!(identity.uid, "7");
+        assert_eq!(identity.extra["example.com/team"], ["a", "b"]);
+        assert!(identity_of(Identity::admin(), &headers(&[(UID, "7")]), &AllowAll).is_err());
     }
 }

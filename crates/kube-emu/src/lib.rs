@@ -5,7 +5,9 @@
 //! default every authenticated request is allowed; deny rules can refuse chosen verbs to chosen
 //! identities (see [`authz`]), and `--authorization rbac` ([`KubeEmuBuilder::rbac`]) enforces
 //! the stored Roles, ClusterRoles and bindings as kube-apiserver's RBAC authorizer does
-//! (aggregated ClusterRoles included, kube's bootstrap policy stored at start; see `rbac`). Impersonation headers are honoured (see `impersonation`): the
+//! (aggregated ClusterRoles included, kube's bootstrap policy stored at start; see `rbac`), and
+//! refuses a Role, ClusterRole or binding that would grant what its writer does not hold, as
+//! kube-apiserver's RBAC storage does (`rbac::escalation`). Impersonation headers are honoured (see `impersonation`): the
 //! impersonator needs the `impersonate` verb, and the impersonated user is who the rest sees.
 //!
 //! It speaks the Kubernetes REST API closely enough that kube-rs (Api, watcher, reflector,

@@ -1,6 +1,7 @@
-//! Request bodies in Kubernetes' protobuf encoding, for the kinds `kubectl create configmap |
-//! secret | namespace | serviceaccount | role | clusterrole | rolebinding | clusterrolebinding |
-//! deployment | service <type> | job | cronjob | token` and `kubectl auth can-i` send that way
+//! Request bodies in Kubernetes' protobuf encoding, for the kinds every `kubectl create`
+//! subcommand (configmap, secret, namespace, serviceaccount, role, clusterrole, rolebinding,
+//! clusterrolebinding, deployment, service, job, cronjob, token, priorityclass,
+//! poddisruptionbudget, quota, ingress), `kubectl auth can-i` and `kubectl auth whoami` send that way
 //! (client-go's typed clients prefer protobuf and do not fall back to JSON). The envelope is
 //! the magic `k8s\0` followed by a `runtime.Unknown` whose `raw` field holds the object; the
 //! object is decoded to the same JSON a JSON client would have sent, using the field numbers of
@@ -32,6 +33,8 @@ enum FieldType {
     IntOrString,
     /// `metav1.Time`: seconds and nanos, rendered RFC 3339.
     Time,
+    /// A Go struct embedded with `json:",inline"`: its fields are the parent's in JSON.
+    Inline(&'static [Field]),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -40,9 +43,9 @@ struct Field {
     name: &'static str,
     field_type: FieldType,
     repeated: bool,
-    /// A Go pointer field: written only when set, so a zero on the wire is a value (an explicit
-    /// `replicas: 0`), not an unset field.
-    pointer: bool,
+    /// A zero on the wire is a value, not an unset field: a Go pointer field (written only when
+    /// set, so an explicit `replicas: 0`), or a field Go's JSON writes even at zero.
+    zero_is_value: bool,
 }
 
 const fn field(number: u64, name: &'static str, field_type: FieldType) -> Field {
@@ -51,7 +54,7 @@ const fn field(number: u64, name: &'static str, field_type: FieldType) -> Field 
         name,
         field_type,
         repeated: false,
-        pointer: false,
+        zero_is_value: false,
     }
 }
 
@@ -61,8 +64,14 @@ const fn pointer(number: u64, name: &'static str, field_type: FieldType) -> Fiel
         name,
         field_type,
         repeated: false,
-        pointer: true,
+        zero_is_value: true,
     }
+}
+
+/// A field without `omitempty` in its JSON tag: kube-apiserver stores and returns its zero
+/// (a PriorityClass's `value: 0`).
+const fn written_at_zero(number: u64, name: &'static str, field_type: FieldType) -> Field {
+    pointer(number, name, field_type)
 }
 
 const fn repeated(number: u64, name: &'static str, field_type: FieldType) -> Field {
@@ -71,7 +80,7 @@ const fn repeated(number: u64, name: &'static str, field_type: FieldType) -> Fie
         name,
         field_type,
         repeated: true,
-        pointer: false,
+        zero_is_value: false,
     }
 }
 
@@ -80,8 +89,8 @@ const OWNER_REFERENCE: &[Field] = &[
     field(3, "name", FieldType::Text),
     field(4, "uid", FieldType::Text),
     field(5, "apiVersion", FieldType::Text),
-    field(6, "controller", FieldType::Boolean),
-    field(7, "blockOwnerDeletion", FieldType::Boolean),
+    pointer(6, "controller", FieldType::Boolean),
+    pointer(7, "blockOwnerDeletion", FieldType::Boolean),
 ];
 
 const OBJECT_META: &[Field] = &[
@@ -114,7 +123,7 @@ const CONFIG_MAP: &[Field] = &[
     field(1, "metadata", FieldType::Message(OBJECT_META)),
     field(2, "data", FieldType::TextMap),
     field(3, "binaryData", FieldType::BinaryMap),
-    field(4, "immutable", FieldType::Boolean),
+    pointer(4, "immutable", FieldType::Boolean),
 ];
 
 const SECRET: &[Field] = &[
@@ -122,7 +131,7 @@ const SECRET: &[Field] = &[
     field(2, "data", FieldType::BinaryMap),
     field(3, "type", FieldType::Text),
     field(4, "stringData", FieldType::TextMap),
-    field(5, "immutable", FieldType::Boolean),
+    pointer(5, "immutable", FieldType::Boolean),
 ];
 
 const NAMESPACE_SPEC: &[Field] = &[repeated(1, "finalizers", FieldType::Text)];
@@ -140,7 +149,7 @@ const SERVICE_ACCOUNT: &[Field] = &[
         "imagePullSecrets",
         FieldType::Message(LOCAL_OBJECT_REFERENCE),
     ),
-    field(4, "automountServiceAccountToken", FieldType::Boolean),
+    pointer(4, "automountServiceAccountToken", FieldType::Boolean),
 ];
 
 const RESOURCE_ATTRIBUTES: &[Field] = &[
@@ -401,17 +410,131 @@ const SERVICE_SPEC: &[Field] = &[
     field(4, "type", FieldType::Text),
     repeated(5, "externalIPs", FieldType::Text),
     field(7, "sessionAffinity", FieldType::Text),
+    field(8, "loadBalancerIP", FieldType::Text),
+    repeated(9, "loadBalancerSourceRanges", FieldType::Text),
     field(10, "externalName", FieldType::Text),
     field(11, "externalTrafficPolicy", FieldType::Text),
+    field(13, "publishNotReadyAddresses", FieldType::Boolean),
     repeated(18, "clusterIPs", FieldType::Text),
     repeated(19, "ipFamilies", FieldType::Text),
     pointer(17, "ipFamilyPolicy", FieldType::Text),
+    pointer(20, "allocateLoadBalancerNodePorts", FieldType::Boolean),
+    pointer(21, "loadBalancerClass", FieldType::Text),
     pointer(22, "internalTrafficPolicy", FieldType::Text),
 ];
 
 const SERVICE: &[Field] = &[
     field(1, "metadata", FieldType::Message(OBJECT_META)),
     field(2, "spec", FieldType::Message(SERVICE_SPEC)),
+];
+
+/// `kubectl create priorityclass`.
+const PRIORITY_CLASS: &[Field] = &[
+    field(1, "metadata", FieldType::Message(OBJECT_META)),
+    written_at_zero(2, "value", FieldType::Integer),
+    field(3, "globalDefault", FieldType::Boolean),
+    field(4, "description", FieldType::Text),
+    pointer(5, "preemptionPolicy", FieldType::Text),
+];
+
+const POD_DISRUPTION_BUDGET_SPEC: &[Field] = &[
+    pointer(1, "minAvailable", FieldType::IntOrString),
+    field(2, "selector", FieldType::Message(LABEL_SELECTOR)),
+    pointer(3, "maxUnavailable", FieldType::IntOrString),
+    pointer(4, "unhealthyPodEvictionPolicy", FieldType::Text),
+];
+
+/// `kubectl create poddisruptionbudget`; its status (all zeros) is the server's to fill.
+const POD_DISRUPTION_BUDGET: &[Field] = &[
+    field(1, "metadata", FieldType::Message(OBJECT_META)),
+    field(2, "spec", FieldType::Message(POD_DISRUPTION_BUDGET_SPEC)),
+];
+
+const SCOPED_RESOURCE_SELECTOR_REQUIREMENT: &[Field] = &[
+    field(1, "scopeName", FieldType::Text),
+    field(2, "operator", FieldType::Text),
+    repeated(3, "values", FieldType::Text),
+];
+
+const SCOPE_SELECTOR: &[Field] = &[repeated(
+    1,
+    "matchExpressions",
+    FieldType::Message(SCOPED_RESOURCE_SELECTOR_REQUIREMENT),
+)];
+
+const RESOURCE_QUOTA_SPEC: &[Field] = &[
+    field(1, "hard", FieldType::QuantityMap),
+    repeated(2, "scopes", FieldType::Text),
+    field(3, "scopeSelector", FieldType::Message(SCOPE_SELECTOR)),
+];
+
+/// `kubectl create quota`.
+const RESOURCE_QUOTA: &[Field] = &[
+    field(1, "metadata", FieldType::Message(OBJECT_META)),
+    field(2, "spec", FieldType::Message(RESOURCE_QUOTA_SPEC)),
+];
+
+const SERVICE_BACKEND_PORT: &[Field] = &[
+    field(1, "name", FieldType::Text),
+    field(2, "number", FieldType::Integer),
+];
+
+const INGRESS_SERVICE_BACKEND: &[Field] = &[
+    field(1, "name", FieldType::Text),
+    field(2, "port", FieldType::Message(SERVICE_BACKEND_PORT)),
+];
+
+const TYPED_LOCAL_OBJECT_REFERENCE: &[Field] = &[
+    pointer(1, "apiGroup", FieldType::Text),
+    field(2, "kind", FieldType::Text),
+    field(3, "name", FieldType::Text),
+];
+
+const INGRESS_BACKEND: &[Field] = &[
+    field(
+        3,
+        "resource",
+        FieldType::Message(TYPED_LOCAL_OBJECT_REFERENCE),
+    ),
+    field(4, "service", FieldType::Message(INGRESS_SERVICE_BACKEND)),
+];
+
+const HTTP_INGRESS_PATH: &[Field] = &[
+    field(1, "path", FieldType::Text),
+    field(2, "backend", FieldType::Message(INGRESS_BACKEND)),
+    pointer(3, "pathType", FieldType::Text),
+];
+
+const HTTP_INGRESS_RULE_VALUE: &[Field] =
+    &[repeated(1, "paths", FieldType::Message(HTTP_INGRESS_PATH))];
+
+const INGRESS_RULE_VALUE: &[Field] = &[field(
+    1,
+    "http",
+    FieldType::Message(HTTP_INGRESS_RULE_VALUE),
+)];
+
+const INGRESS_RULE: &[Field] = &[
+    field(1, "host", FieldType::Text),
+    field(2, "ingressRuleValue", FieldType::Inline(INGRESS_RULE_VALUE)),
+];
+
+const INGRESS_TLS: &[Field] = &[
+    repeated(1, "hosts", FieldType::Text),
+    field(2, "secretName", FieldType::Text),
+];
+
+const INGRESS_SPEC: &[Field] = &[
+    field(1, "defaultBackend", FieldType::Message(INGRESS_BACKEND)),
+    repeated(2, "tls", FieldType::Message(INGRESS_TLS)),
+    repeated(3, "rules", FieldType::Message(INGRESS_RULE)),
+    pointer(4, "ingressClassName", FieldType::Text),
+];
+
+/// `kubectl create ingress`; its status (an empty load balancer) is the server's to fill.
+const INGRESS: &[Field] = &[
+    field(1, "metadata", FieldType::Message(OBJECT_META)),
+    field(2, "spec", FieldType::Message(INGRESS_SPEC)),
 ];
 
 const BOUND_OBJECT_REFERENCE: &[Field] = &[
@@ -436,6 +559,9 @@ const TOKEN_REQUEST: &[Field] = &[
     field(1, "metadata", FieldType::Message(OBJECT_META)),
     field(2, "spec", FieldType::Message(TOKEN_REQUEST_SPEC)),
 ];
+
+/// What `kubectl auth whoami` sends: metadata only, the server answers with the status.
+const SELF_SUBJECT_REVIEW: &[Field] = &[field(1, "metadata", FieldType::Message(OBJECT_META))];
 
 const TYPE_META: &[Field] = &[
     field(1, "apiVersion", FieldType::Text),
@@ -464,6 +590,11 @@ fn schema_for(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("batch/v1", "CronJob") => Some(CRON_JOB),
         ("v1", "Service") => Some(SERVICE),
         ("authentication.k8s.io/v1", "TokenRequest") => Some(TOKEN_REQUEST),
+        ("authentication.k8s.io/v1", "SelfSubjectReview") => Some(SELF_SUBJECT_REVIEW),
+        ("scheduling.k8s.io/v1", "PriorityClass") => Some(PRIORITY_CLASS),
+        ("policy/v1", "PodDisruptionBudget") => Some(POD_DISRUPTION_BUDGET),
+        ("v1", "ResourceQuota") => Some(RESOURCE_QUOTA),
+        ("networking.k8s.io/v1", "Ingress") => Some(INGRESS),
         _ => None,
     }
 }
@@ -652,6 +783,10 @@ fn message(bytes: &[u8], fields: &[Field]) -> Result<Map<String, Value>, String>
                 Value::Object(message(bytes, inner)?)
             }
             (FieldType::Time, Wire::Bytes(bytes)) => time(bytes)?,
+            (FieldType::Inline(inner), Wire::Bytes(bytes)) => {
+                object.extend(message(bytes, inner)?);
+                continue;
+            }
             (FieldType::IntOrString, Wire::Bytes(bytes)) => int_or_string(bytes)?,
             (FieldType::QuantityMap, Wire::Bytes(bytes)) => {
                 let (key, value) = quantity_entry(bytes)?;
@@ -678,7 +813,7 @@ fn message(bytes: &[u8], fields: &[Field]) -> Result<Map<String, Value>, String>
         // gogo-protobuf writes every non-pointer field; Go's JSON leaves zero values out. A
         // pointer field is written only when set, so its zero is the client's value.
         let zero = value.is_null() || value == "" || value == 0 || value == false;
-        if zero && !field.repeated && !field.pointer {
+        if zero && !field.repeated && !field.zero_is_value {
             continue;
         }
         if field.repeated {
@@ -711,7 +846,7 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
         .and_then(Value::as_str)
         .unwrap_or_default();
     let schema = schema_for(api_version, kind)
-        .ok_or_else(|| format!("protobuf bodies are understood for v1 ConfigMap, Secret, Namespace, ServiceAccount, Service, apps/v1 Deployment, batch/v1 Job and CronJob, RBAC roles and bindings, TokenRequest, SelfSubjectAccessReview and SelfSubjectRulesReview only, not {api_version} {kind}; send JSON"))?;
+        .ok_or_else(|| format!("protobuf bodies are understood for v1 ConfigMap, Secret, Namespace, ServiceAccount, Service, ResourceQuota, apps/v1 Deployment, batch/v1 Job and CronJob, networking.k8s.io/v1 Ingress, policy/v1 PodDisruptionBudget, scheduling.k8s.io/v1 PriorityClass, RBAC roles and bindings, TokenRequest, SelfSubjectReview, SelfSubjectAccessReview and SelfSubjectRulesReview only, not {api_version} {kind}; send JSON"))?;
     let raw = unknown
         .get("raw")
         .and_then(Value::as_str)
@@ -871,6 +1006,64 @@ mod tests {
             decoded["spec"]["template"]["spec"]["containers"][0]["resources"],
             json!({"limits": {"cpu": "100m"}})
         );
+    }
+
+    #[test]
+    fn a_priority_value_of_zero_is_kept_as_kube_apiserver_stores_it() {
+        let raw = [
+            length_delimited(1, &length_delimited(1, b"floor")),
+            varint_field(2, 0),
+            varint_field(3, 0),
+            length_delimited(4, b""),
+        ]
+        .concat();
+        let decoded =
+            decode(&envelope("scheduling.k8s.io/v1", "PriorityClass", &raw)).expect("decodes");
+        assert_eq!(decoded["value"], 0);
+        assert!(decoded.get("globalDefault").is_none() && decoded.get("description").is_none());
+        // A negative int32 travels as a ten-byte varint.
+        let raw = varint_field(2, (-5i64) as u64);
+        let decoded =
+            decode(&envelope("scheduling.k8s.io/v1", "PriorityClass", &raw)).expect("decodes");
+        assert_eq!(decoded["value"], -5);
+    }
+
+    #[test]
+    fn an_ingress_rule_value_is_inline_as_in_json_and_empty_status_is_nothing() {
+        let backend = length_delimited(
+            4,
+            &[
+                length_delimited(1, b"web"),
+                length_delimited(2, &varint_field(2, 80)),
+            ]
+            .concat(),
+        );
+        let path = [
+            length_delimited(1, b"/api"),
+            length_delimited(2, &backend),
+            length_delimited(3, b"Prefix"),
+        ]
+        .concat();
+        let http = length_delimited(1, &length_delimited(1, &path));
+        let rule = [
+            length_delimited(1, b"shop.example.com"),
+            length_delimited(2, &http),
+        ]
+        .concat();
+        let raw = [
+            length_delimited(2, &length_delimited(3, &rule)),
+            // status: an empty load balancer, as kubectl writes it.
+            length_delimited(3, &length_delimited(1, b"")),
+        ]
+        .concat();
+        let decoded = decode(&envelope("networking.k8s.io/v1", "Ingress", &raw)).expect("decodes");
+        assert_eq!(
+            decoded["spec"]["rules"],
+            json!([{"host": "shop.example.com", "http": {"paths": [
+                {"path": "/api", "pathType": "Prefix", "backend": {"service": {"name": "web", "port": {"number": 80}}}}
+            ]}}])
+        );
+        assert!(decoded.get("status").is_none());
     }
 
     #[test]

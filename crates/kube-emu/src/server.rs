@@ -188,6 +188,7 @@ impl KubeEmuBuilder {
             state,
             authenticator: Authenticator::new(self.tokens),
             authorizer,
+            rbac: self.rbac,
             faults: Faults::default(),
             requests: Requests::default(),
             service_addresses: self.service_addresses,

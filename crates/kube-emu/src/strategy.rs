@@ -1,6 +1,9 @@
 //! What kube-apiserver's registry strategies do to a few built-in kinds on write, where clients
 //! read the result: the defaults its defaulting functions fill in (a Pod starts `Pending`, a
-//! Service gets a cluster IP, a Deployment a rolling-update strategy), Secret `stringData`
+//! Service gets a cluster IP and node ports, a Deployment a rolling-update strategy, a Job its
+//! selector and completion defaults, a PriorityClass its preemption policy), the empty status
+//! a new object starts with where its JSON shows one (PodDisruptionBudget, Ingress, Service,
+//! ResourceQuota), Secret `stringData`
 //! merged into `data`, the size limits of ConfigMaps and Secrets, and the fields that may not
 //! change (`immutable` ConfigMaps and Secrets, a Secret's `type`, a Service's cluster IP).
 
@@ -106,6 +109,17 @@ fn default_service(object: &mut Value) {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
+    if matches!(service_type.as_str(), "NodePort" | "LoadBalancer") {
+        default_field(spec, "externalTrafficPolicy", json!("Cluster"));
+    }
+    if service_type == "LoadBalancer" {
+        default_field(spec, "allocateLoadBalancerNodePorts", json!(true));
+    }
+    // kube-apiserver allocates a node port for every port of a NodePort Service, and of a
+    // LoadBalancer Service unless it opts out.
+    let node_ports = service_type == "NodePort"
+        || (service_type == "LoadBalancer"
+            && spec.get("allocateLoadBalancerNodePorts") != Some(&json!(false)));
     if service_type != "ExternalName" {
         default_field(spec, "internalTrafficPolicy", json!("Cluster"));
         let ip = match spec.get("clusterIP").and_then(Value::as_str) {
@@ -124,7 +138,96 @@ fn default_service(object: &mut Value) {
             default_field(port, "protocol", json!("TCP"));
             let number = port.get("port").cloned().unwrap_or(Value::Null);
             default_field(port, "targetPort", number);
+            if node_ports && port.get("nodePort").is_none_or(|port| port == &json!(0)) {
+                port.insert("nodePort".into(), json!(allocate_node_port()));
+            }
         }
+    }
+    if let Some(status) = child(object, "status") {
+        default_field(status, "loadBalancer", json!({}));
+    }
+}
+
+/// A port in kube's default node-port range, 30000-32767.
+fn allocate_node_port() -> u16 {
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    30000 + u16::from_be_bytes([bytes[0], bytes[1]]) % 2768
+}
+
+/// kube-apiserver's Job defaults, and the selector its strategy generates from the Job's uid
+/// (with the labels it puts on the pod template, and on the Job when it has none).
+fn default_job(object: &mut Value) {
+    let uid = meta::uid(object).to_owned();
+    let name = meta::name(object).to_owned();
+    let Some(spec) = child(object, "spec") else {
+        return;
+    };
+    if spec.get("completions").is_none() && spec.get("parallelism").is_none() {
+        spec.insert("completions".into(), json!(1));
+    }
+    default_field(spec, "parallelism", json!(1));
+    default_field(spec, "backoffLimit", json!(6));
+    default_field(spec, "completionMode", json!("NonIndexed"));
+    default_field(spec, "suspend", json!(false));
+    let replacement = if spec
+        .get("podFailurePolicy")
+        .is_some_and(|policy| !policy.is_null())
+    {
+        "Failed"
+    } else {
+        "TerminatingOrFailed"
+    };
+    default_field(spec, "podReplacementPolicy", json!(replacement));
+    let manual = spec.get("manualSelector").and_then(Value::as_bool) == Some(true);
+    let mut template_labels = Map::new();
+    if let Some(template) = spec.get_mut("template").and_then(Value::as_object_mut) {
+        if !manual {
+            let metadata = template.entry("metadata").or_insert_with(|| json!({}));
+            if let Some(labels) = child(metadata, "labels") {
+                for key in ["batch.kubernetes.io/controller-uid", "controller-uid"] {
+                    labels.insert(key.into(), json!(uid));
+                }
+                for key in ["batch.kubernetes.io/job-name", "job-name"] {
+                    labels.insert(key.into(), json!(name));
+                }
+            }
+        }
+        if let Some(labels) = template
+            .get("metadata")
+            .and_then(|metadata| metadata.get("labels"))
+            .and_then(Value::as_object)
+        {
+            template_labels = labels.clone();
+        }
+        if let Some(pod_spec) = template.get_mut("spec").and_then(Value::as_object_mut) {
+            default_pod_spec(pod_spec);
+        }
+    }
+    if !manual {
+        spec.insert(
+            "selector".into(),
+            json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
+        );
+    }
+    let metadata = meta::metadata_mut(object);
+    if metadata
+        .get("labels")
+        .is_none_or(|labels| labels.as_object().is_none_or(Map::is_empty))
+        && !template_labels.is_empty()
+    {
+        metadata.insert("labels".into(), Value::Object(template_labels));
+    }
+}
+
+/// The status a new object of `kind` starts with, where kube's JSON shows one from the start.
+fn initial_status(kind: &ResourceKind) -> Option<Value> {
+    match (kind.id.group.as_str(), kind.kind.as_str()) {
+        ("policy", "PodDisruptionBudget") => Some(
+            json!({"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}),
+        ),
+        ("networking.k8s.io", "Ingress") => Some(json!({"loadBalancer": {}})),
+        ("", "ResourceQuota") => Some(json!({})),
+        _ => None,
     }
 }
 
@@ -214,6 +317,16 @@ pub fn on_create(kind: &ResourceKind, object: &mut Value) -> Result<(), ApiError
         }
     } else if is(kind, "", "Service") {
         default_service(object);
+    } else if is(kind, "batch", "Job") {
+        default_job(object);
+    } else if is(kind, "scheduling.k8s.io", "PriorityClass") {
+        if let Some(map) = object.as_object_mut() {
+            default_field(map, "preemptionPolicy", json!("PreemptLowerPriority"));
+        }
+    } else if let Some(status) = initial_status(kind) {
+        if let Some(map) = object.as_object_mut() {
+            default_field(map, "status", status);
+        }
     } else if let Some(default) = workload_defaults(kind)
         && let Some(spec) = child(object, "spec")
     {
@@ -267,6 +380,19 @@ fn workload_defaults(kind: &ResourceKind) -> Option<fn(&mut Map<String, Value>)>
                 json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
             );
             default_template(spec);
+        }),
+        ("batch", "CronJob") => Some(|spec| {
+            default_field(spec, "concurrencyPolicy", json!("Allow"));
+            default_field(spec, "suspend", json!(false));
+            default_field(spec, "successfulJobsHistoryLimit", json!(3));
+            default_field(spec, "failedJobsHistoryLimit", json!(1));
+            if let Some(job_spec) = spec
+                .get_mut("jobTemplate")
+                .and_then(|template| template.get_mut("spec"))
+                .and_then(Value::as_object_mut)
+            {
+                default_template(job_spec);
+            }
         }),
         ("apps", "DaemonSet") => Some(|spec| {
             default_field(spec, "revisionHistoryLimit", json!(10));

@@ -971,3 +971,438 @@ fn kubectl_create_token_issues_a_token_the_server_accepts() {
     let refused = run_kubectl(&server, &["--token", "forged", "get", "configmaps"], None);
     assert!(!refused.status.success());
 }
+
+/// A kube-rs client of `server` (from the kubeconfig the binary wrote), with a runtime to drive it.
+fn kube_client(server: &Server) -> (tokio::runtime::Runtime, kube::Client) {
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let client = runtime.block_on(async {
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(&server.kubeconfig).expect("kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("config");
+        kube::Client::try_from(config).expect("client")
+    });
+    (runtime, client)
+}
+
+fn read_back<K>(runtime: &tokio::runtime::Runtime, api: &kube::Api<K>, name: &str) -> K
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    runtime
+        .block_on(api.get(name))
+        .unwrap_or_else(|error| panic!("reading {name} back: {error}"))
+}
+
+#[test]
+fn every_kubectl_create_subcommand_succeeds_and_reads_back_as_kube_apiserver_stores_it() {
+    use k8s_openapi::api::{
+        batch::v1::{CronJob, Job},
+        core::v1::{ConfigMap, Namespace, ResourceQuota, Secret, Service, ServiceAccount},
+        networking::v1::Ingress,
+        policy::v1::PodDisruptionBudget,
+        rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
+        scheduling::v1::PriorityClass,
+    };
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    use kube::Api;
+
+    let server = start_server();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["shop.example.com".into()]).expect("a certificate");
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert, certified.cert.pem()).expect("cert");
+    std::fs::write(&key, certified.signing_key.serialize_pem()).expect("key");
+    let (cert, key) = (cert.display(), key.display());
+    let commands = [
+        "create namespace shop".to_owned(),
+        "create configmap settings -n shop --from-literal=mode=fast".into(),
+        "create secret generic password -n shop --from-literal=value=s3cret".into(),
+        format!("create secret tls site -n shop --cert={cert} --key={key}"),
+        "create secret docker-registry pull -n shop --docker-server=registry.example.com --docker-username=u --docker-password=p".into(),
+        "create serviceaccount robot -n shop".into(),
+        "create token robot -n shop".into(),
+        "create role reader -n shop --verb=get --resource=configmaps --resource-name=settings".into(),
+        "create rolebinding reader -n shop --role=reader --serviceaccount=shop:robot".into(),
+        "create clusterrole health --verb=get --non-resource-url=/healthz".into(),
+        "create clusterrole monitoring --aggregation-rule=rbac.example.com/aggregate-to-monitoring=true".into(),
+        "create clusterrolebinding health --clusterrole=health --group=ops".into(),
+        "create deployment web -n shop --image=nginx:1.27 --port=80".into(),
+        "create job once -n shop --image=busybox -- echo hi".into(),
+        "create cronjob tick -n shop --image=busybox --schedule=@hourly".into(),
+        "create job manual -n shop --from=cronjob/tick".into(),
+        "create service clusterip web -n shop --tcp=80:8080".into(),
+        "create service nodeport edge -n shop --tcp=443:8443".into(),
+        "create service loadbalancer public -n shop --tcp=80:8080".into(),
+        "create service externalname upstream -n shop --external-name=db.example.com".into(),
+        "create priorityclass high --value=1000 --description=shop".into(),
+        "create priorityclass floor --value=0 --preemption-policy=Never".into(),
+        "create poddisruptionbudget web -n shop --selector=app=web --min-available=50%".into(),
+        "create quota compute -n shop --hard=cpu=2,pods=10 --scopes=NotBestEffort".into(),
+        "create ingress shop -n shop --class=nginx --rule=shop.example.com/api*=web:80,tls=site --default-backend=web:80".into(),
+    ];
+    for command in &commands {
+        kubectl(&server, &command.split_whitespace().collect::<Vec<_>>());
+    }
+
+    let (runtime, client) = kube_client(&server);
+    let shop = "shop";
+    let namespace = read_back(&runtime, &Api::<Namespace>::all(client.clone()), "shop");
+    assert_eq!(
+        namespace.spec.and_then(|spec| spec.finalizers),
+        Some(vec!["kubernetes".to_owned()])
+    );
+    assert_eq!(
+        namespace.status.and_then(|status| status.phase).as_deref(),
+        Some("Active")
+    );
+    let settings = read_back(
+        &runtime,
+        &Api::<ConfigMap>::namespaced(client.clone(), shop),
+        "settings",
+    );
+    assert_eq!(settings.data.expect("data")["mode"], "fast");
+    let secrets = Api::<Secret>::namespaced(client.clone(), shop);
+    let password = read_back(&runtime, &secrets, "password");
+    assert_eq!(password.type_.as_deref(), Some("Opaque"));
+    assert_eq!(password.data.expect("data")["value"].0, b"s3cret");
+    let site = read_back(&runtime, &secrets, "site");
+    assert_eq!(site.type_.as_deref(), Some("kubernetes.io/tls"));
+    let site_data = site.data.expect("data");
+    assert!(String::from_utf8_lossy(&site_data["tls.crt"].0).contains("BEGIN CERTIFICATE"));
+    assert!(site_data.contains_key("tls.key"));
+    let pull = read_back(&runtime, &secrets, "pull");
+    assert_eq!(
+        pull.type_.as_deref(),
+        Some("kubernetes.io/dockerconfigjson")
+    );
+    assert!(
+        String::from_utf8_lossy(&pull.data.expect("data")[".dockerconfigjson"].0)
+            .contains("registry.example.com")
+    );
+    read_back(
+        &runtime,
+        &Api::<ServiceAccount>::namespaced(client.clone(), shop),
+        "robot",
+    );
+
+    let reader = read_back(
+        &runtime,
+        &Api::<Role>::namespaced(client.clone(), shop),
+        "reader",
+    );
+    let rule = &reader.rules.expect("rules")[0];
+    assert_eq!(rule.resource_names, Some(vec!["settings".to_owned()]));
+    let binding = read_back(
+        &runtime,
+        &Api::<RoleBinding>::namespaced(client.clone(), shop),
+        "reader",
+    );
+    let subject = &binding.subjects.expect("subjects")[0];
+    assert_eq!(
+        (subject.kind.as_str(), subject.namespace.as_deref()),
+        ("ServiceAccount", Some("shop"))
+    );
+    let cluster_roles = Api::<ClusterRole>::all(client.clone());
+    let health = read_back(&runtime, &cluster_roles, "health");
+    assert_eq!(
+        health.rules.expect("rules")[0].non_resource_urls,
+        Some(vec!["/healthz".to_owned()])
+    );
+    let monitoring = read_back(&runtime, &cluster_roles, "monitoring");
+    let selectors = monitoring
+        .aggregation_rule
+        .and_then(|rule| rule.cluster_role_selectors);
+    assert_eq!(
+        selectors.expect("selectors")[0]
+            .match_labels
+            .as_ref()
+            .expect("labels")["rbac.example.com/aggregate-to-monitoring"],
+        "true"
+    );
+    let health_binding = read_back(
+        &runtime,
+        &Api::<ClusterRoleBinding>::all(client.clone()),
+        "health",
+    );
+    assert_eq!(health_binding.subjects.expect("subjects")[0].kind, "Group");
+
+    let deployment = read_back(
+        &runtime,
+        &Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), shop),
+        "web",
+    );
+    let spec = deployment.spec;
+    assert_eq!(
+        (
+            spec.replicas,
+            spec.revision_history_limit,
+            spec.progress_deadline_seconds
+        ),
+        (Some(1), Some(10), Some(600))
+    );
+
+    // A Job: kube-apiserver's defaults and the selector it generates from the Job's uid.
+    let jobs = Api::<Job>::namespaced(client.clone(), shop);
+    let once = read_back(&runtime, &jobs, "once");
+    let uid = once.metadata.uid.clone().expect("uid");
+    let spec = once.spec.expect("spec");
+    assert_eq!(
+        (
+            spec.parallelism,
+            spec.completions,
+            spec.backoff_limit,
+            spec.suspend
+        ),
+        (Some(1), Some(1), Some(6), Some(false))
+    );
+    assert_eq!(spec.completion_mode.as_deref(), Some("NonIndexed"));
+    assert_eq!(
+        spec.pod_replacement_policy.as_deref(),
+        Some("TerminatingOrFailed")
+    );
+    let selector = spec
+        .selector
+        .and_then(|selector| selector.match_labels)
+        .expect("a selector");
+    assert_eq!(selector["batch.kubernetes.io/controller-uid"], uid);
+    let template_labels = spec
+        .template
+        .metadata
+        .and_then(|meta| meta.labels)
+        .expect("labels");
+    for (key, value) in [
+        ("batch.kubernetes.io/controller-uid", uid.as_str()),
+        ("batch.kubernetes.io/job-name", "once"),
+        ("controller-uid", uid.as_str()),
+        ("job-name", "once"),
+    ] {
+        assert_eq!(template_labels[key], value, "{key}");
+    }
+    let pod = spec.template.spec.expect("pod spec");
+    assert_eq!(
+        (pod.restart_policy.as_deref(), pod.dns_policy.as_deref()),
+        (Some("Never"), Some("ClusterFirst"))
+    );
+    let tick = read_back(
+        &runtime,
+        &Api::<CronJob>::namespaced(client.clone(), shop),
+        "tick",
+    );
+    let cron = tick.spec;
+    assert_eq!(cron.concurrency_policy.as_deref(), Some("Allow"));
+    assert_eq!(
+        (
+            cron.suspend,
+            cron.successful_jobs_history_limit,
+            cron.failed_jobs_history_limit
+        ),
+        (Some(false), Some(3), Some(1))
+    );
+    // `--from=cronjob/...` sends the CronJob's template as the server stored it, and an owner.
+    let manual = read_back(&runtime, &jobs, "manual");
+    let owner = &manual.metadata.owner_references.expect("an owner")[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.controller),
+        ("CronJob", Some(true))
+    );
+    assert_eq!(
+        manual.metadata.annotations.expect("annotations")["cronjob.kubernetes.io/instantiate"],
+        "manual"
+    );
+
+    let services = Api::<Service>::namespaced(client.clone(), shop);
+    let web = read_back(&runtime, &services, "web").spec.expect("spec");
+    assert_eq!(web.type_.as_deref(), Some("ClusterIP"));
+    assert!(web.cluster_ip.is_some_and(|ip| ip.starts_with("10.")));
+    let edge = read_back(&runtime, &services, "edge").spec.expect("spec");
+    assert_eq!(edge.external_traffic_policy.as_deref(), Some("Cluster"));
+    let node_port = edge.ports.expect("ports")[0]
+        .node_port
+        .expect("a node port");
+    assert!((30000..=32767).contains(&node_port), "{node_port}");
+    let public = read_back(&runtime, &services, "public");
+    let spec = public.spec.expect("spec");
+    assert_eq!(spec.allocate_load_balancer_node_ports, Some(true));
+    assert!(spec.ports.expect("ports")[0].node_port.is_some());
+    assert!(
+        public
+            .status
+            .and_then(|status| status.load_balancer)
+            .is_some()
+    );
+    let upstream = read_back(&runtime, &services, "upstream")
+        .spec
+        .expect("spec");
+    assert_eq!(
+        (
+            upstream.type_.as_deref(),
+            upstream.external_name.as_deref(),
+            upstream.cluster_ip
+        ),
+        (Some("ExternalName"), Some("db.example.com"), None)
+    );
+
+    let priorities = Api::<PriorityClass>::all(client.clone());
+    let high = read_back(&runtime, &priorities, "high");
+    assert_eq!(
+        (
+            high.value,
+            high.description.as_deref(),
+            high.preemption_policy.as_deref()
+        ),
+        (Some(1000), Some("shop"), Some("PreemptLowerPriority"))
+    );
+    let floor = read_back(&runtime, &priorities, "floor");
+    assert_eq!(
+        (floor.value, floor.preemption_policy.as_deref()),
+        (Some(0), Some("Never"))
+    );
+
+    let budget = read_back(
+        &runtime,
+        &Api::<PodDisruptionBudget>::namespaced(client.clone(), shop),
+        "web",
+    );
+    let spec = budget.spec.expect("spec");
+    assert_eq!(spec.min_available, Some(IntOrString::String("50%".into())));
+    assert_eq!(
+        spec.selector
+            .and_then(|selector| selector.match_labels)
+            .expect("labels")["app"],
+        "web"
+    );
+    let status = budget.status.expect("a status, all zeros");
+    assert_eq!(
+        (status.disruptions_allowed, status.expected_pods),
+        (Some(0), Some(0))
+    );
+
+    let quota = read_back(
+        &runtime,
+        &Api::<ResourceQuota>::namespaced(client.clone(), shop),
+        "compute",
+    );
+    let spec = quota.spec.expect("spec");
+    assert_eq!(spec.hard.expect("hard")["pods"].0, "10");
+    assert_eq!(spec.scopes, Some(vec!["NotBestEffort".to_owned()]));
+
+    let ingress = read_back(
+        &runtime,
+        &Api::<Ingress>::namespaced(client.clone(), shop),
+        "shop",
+    );
+    let spec = ingress.spec.expect("spec");
+    assert_eq!(spec.ingress_class_name.as_deref(), Some("nginx"));
+    let rule = &spec.rules.expect("rules")[0];
+    assert_eq!(rule.host.as_deref(), Some("shop.example.com"));
+    let path = &rule.http.as_ref().expect("http").paths[0];
+    assert_eq!(
+        (path.path.as_deref(), path.path_type.as_str()),
+        (Some("/api"), "Prefix")
+    );
+    let backend = path.backend.service.as_ref().expect("a service backend");
+    assert_eq!(
+        (
+            backend.name.as_str(),
+            backend.port.as_ref().and_then(|port| port.number)
+        ),
+        ("web", Some(80))
+    );
+    assert_eq!(
+        spec.tls.expect("tls")[0].secret_name.as_deref(),
+        Some("site")
+    );
+    assert!(spec.default_backend.is_some());
+    assert!(
+        ingress
+            .status
+            .and_then(|status| status.load_balancer)
+            .is_some()
+    );
+}
+
+#[test]
+fn rbac_escalation_is_refused_to_kubectl_in_kube_apiservers_words() {
+    let server = start_server_with(|_| vec!["--authorization".into(), "rbac".into()]);
+    let as_bob = |command: &str| {
+        let mut args = vec!["--token", "other"];
+        args.extend(command.split_whitespace());
+        kubectl_command(&server.kubeconfig, &args)
+            .output()
+            .expect("kubectl runs")
+    };
+    for command in [
+        "create role role-writer --verb=create,get --resource=roles,rolebindings,configmaps",
+        "create rolebinding role-writer --role=role-writer --user=bob",
+    ] {
+        kubectl(&server, &command.split_whitespace().collect::<Vec<_>>());
+    }
+    let within = as_bob("create role maker --verb=create --resource=configmaps");
+    assert!(
+        within.status.success(),
+        "{}",
+        String::from_utf8_lossy(&within.stderr)
+    );
+    let sneaky = as_bob("create role sneaky --verb=get,list --resource=secrets");
+    assert!(!sneaky.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&sneaky.stderr),
+        "Error from server (Forbidden): roles.rbac.authorization.k8s.io \"sneaky\" is forbidden: user \"bob\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\" \"list\"]}\n"
+    );
+    let admin = as_bob("create rolebinding mine --clusterrole=cluster-admin --user=bob");
+    let stderr = String::from_utf8_lossy(&admin.stderr);
+    assert!(
+        stderr.contains(
+            "rolebindings.rbac.authorization.k8s.io \"mine\" is forbidden: user \"bob\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}\n{NonResourceURLs:[\"*\"], Verbs:[\"*\"]}"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        as_bob("create rolebinding makers --role=maker --user=carol")
+            .status
+            .success()
+    );
+}
+
+#[test]
+fn kubectl_auth_whoami_shows_the_impersonated_uid() {
+    let server = start_server_with(|_| vec!["--authorization".into(), "rbac".into()]);
+    let me = kubectl(
+        &server,
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ],
+    );
+    assert_eq!(me, "admin");
+    let alice = kubectl(
+        &server,
+        &[
+            "auth",
+            "whoami",
+            "--as",
+            "alice",
+            "--as-uid",
+            "1234",
+            "-o",
+            "jsonpath={.status.userInfo.username} {.status.userInfo.uid} {.status.userInfo.groups}",
+        ],
+    );
+    assert_eq!(alice, r#"alice 1234 ["system:authenticated"]"#);
+    let refused = run_kubectl(
+        &server,
+        &[
+            "--token", "other", "auth", "whoami", "--as", "alice", "--as-uid", "1234",
+        ],
+        None,
+    );
+    // kubectl words any refusal of whoami itself; the server's message is checked in rbac.rs.
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("you do not have permission"), "{stderr}");
+}

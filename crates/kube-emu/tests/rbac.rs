@@ -834,3 +834,450 @@ async fn a_self_subject_rules_review_lists_the_rules_of_the_bindings_that_apply(
     );
     assert_eq!(body["status"]["incomplete"], false);
 }
+
+fn typed<K: serde::de::DeserializeOwned>(value: Value) -> K {
+    serde_json::from_value(value).expect("a typed object")
+}
+
+const ROLE_WRITER: &str = "role-writer";
+
+/// `name`'s permissions in `team`: writing Roles and RoleBindings, reading ConfigMaps, reading
+/// the Secret `settings` by name.
+async fn grant_role_writing(admin: &kube::Client, subjects: Value) {
+    cluster_role(
+        admin,
+        ROLE_WRITER,
+        json!([
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
+             "verbs": ["get", "create", "update", "patch"]},
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["settings"]},
+        ]),
+    )
+    .await;
+    bind(
+        admin,
+        Some("team"),
+        ROLE_WRITER,
+        "ClusterRole",
+        ROLE_WRITER,
+        subjects,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_role_granting_more_than_its_writer_holds_is_refused_naming_what_is_missing() {
+    use k8s_openapi::api::rbac::v1::Role;
+    let (emu, admin) = start().await;
+    grant_role_writing(&admin, user("alice")).await;
+    let alice = client_for(&emu, "alice", &["devs"]).await;
+    let roles: Api<Role> = Api::namespaced(alice.clone(), "team");
+    let post = PostParams::default();
+
+    // Within what she holds: the same verbs, fewer, or a name her rule names.
+    let within = typed::<Role>(json!({"metadata": {"name": "within"}, "rules": [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["settings"]},
+    ]}));
+    roles
+        .create(&post, &within)
+        .await
+        .expect("nothing escalated");
+
+    let sneaky = typed::<Role>(json!({"metadata": {"name": "sneaky"}, "rules": [
+        {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get", "list"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["create"]},
+    ]}));
+    let status = api_status(roles.create(&post, &sneaky).await.unwrap_err());
+    assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        status.message,
+        "roles.rbac.authorization.k8s.io \"sneaky\" is forbidden: user \"alice\" (groups=[\"devs\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\" \"list\"]}\n{APIGroups:[\"apps\"], Resources:[\"deployments\"], Verbs:[\"create\"]}"
+    );
+    // A name she holds is not every name.
+    let all_secrets = typed::<Role>(json!({"metadata": {"name": "all-secrets"}, "rules": [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+    ]}));
+    let status = api_status(roles.create(&post, &all_secrets).await.unwrap_err());
+    assert!(
+        status.message.ends_with(
+            "not currently held:\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\"]}"
+        ),
+        "{}",
+        status.message
+    );
+
+    // Updates are checked as creates are: by replace and by patch.
+    let mut widened = roles.get("within").await.expect("stored");
+    widened.rules.get_or_insert_with(Vec::new).push(typed(
+        json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}),
+    ));
+    let status = api_status(roles.replace("within", &post, &widened).await.unwrap_err());
+    assert!(
+        status
+            .message
+            .starts_with("roles.rbac.authorization.k8s.io \"within\" is forbidden: user \"alice\"")
+            && status
+                .message
+                .ends_with("{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"delete\"]}"),
+        "{}",
+        status.message
+    );
+    let patch = json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]});
+    let status = api_status(
+        roles
+            .patch(
+                "within",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status.code, 403, "{}", status.message);
+    // A label is no escalation... but kube checks the whole role on any change: labels pass
+    // only because the rules stay within what she holds.
+    let labelled = json!({"metadata": {"labels": {"team": "a"}}});
+    roles
+        .patch(
+            "within",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&labelled),
+        )
+        .await
+        .expect("rules unchanged and held");
+
+    // `escalate` on roles lets her grant what she does not hold.
+    bind(
+        &admin,
+        Some("team"),
+        "escalator",
+        "ClusterRole",
+        "escalator",
+        user("alice"),
+    )
+    .await;
+    cluster_role(
+        &admin,
+        "escalator",
+        json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["escalate"]}]),
+    )
+    .await;
+    roles
+        .create(&post, &sneaky)
+        .await
+        .expect("escalate allows it");
+
+    // The admin (system:masters) is never checked.
+    let admin_roles: Api<Role> = Api::namespaced(admin.clone(), "team");
+    let everything = typed::<Role>(json!({"metadata": {"name": "everything"}, "rules": [
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+    ]}));
+    admin_roles
+        .create(&post, &everything)
+        .await
+        .expect("a master");
+}
+
+#[tokio::test]
+async fn a_binding_needs_the_permissions_of_its_role_or_bind_on_that_role() {
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
+    let (emu, admin) = start().await;
+    grant_role_writing(
+        &admin,
+        json!([{"kind": "ServiceAccount", "name": "deployer", "namespace": "team"}]),
+    )
+    .await;
+    role(
+        &admin,
+        "team",
+        "config-reader",
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]),
+    )
+    .await;
+    cluster_role(
+        &admin,
+        "secret-reader",
+        json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}]),
+    )
+    .await;
+    cluster_role(
+        &admin,
+        "pod-killer",
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}]),
+    )
+    .await;
+    let deployer = support::client_as(&emu, &emu.service_account_token("team", "deployer")).await;
+    let bindings: Api<RoleBinding> = Api::namespaced(deployer.clone(), "team");
+    let post = PostParams::default();
+    let binding = |name: &str, kind: &str, role: &str| {
+        typed::<RoleBinding>(json!({"metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]}))
+    };
+
+    bindings
+        .create(&post, &binding("config", "Role", "config-reader"))
+        .await
+        .expect("the deployer holds what config-reader grants");
+    let status = api_status(
+        bindings
+            .create(&post, &binding("secrets", "ClusterRole", "secret-reader"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        status.message,
+        "rolebindings.rbac.authorization.k8s.io \"secrets\" is forbidden: user \"system:serviceaccount:team:deployer\" (groups=[\"system:serviceaccounts\" \"system:serviceaccounts:team\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\" \"list\"]}"
+    );
+    let status = api_status(
+        bindings
+            .create(&post, &binding("ghost", "Role", "ghost"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        status.message,
+        "rolebindings.rbac.authorization.k8s.io \"ghost\" is forbidden: roles.rbac.authorization.k8s.io \"ghost\" not found"
+    );
+
+    // `bind` on one ClusterRole, by name, in team: that role only, and only in team.
+    cluster_role(
+        &admin,
+        "binder",
+        json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+                "verbs": ["bind"], "resourceNames": ["secret-reader"]}]),
+    )
+    .await;
+    bind(
+        &admin,
+        Some("team"),
+        "binder",
+        "ClusterRole",
+        "binder",
+        json!([{"kind": "ServiceAccount", "name": "deployer", "namespace": "team"}]),
+    )
+    .await;
+    bindings
+        .create(&post, &binding("secrets", "ClusterRole", "secret-reader"))
+        .await
+        .expect("bind on secret-reader");
+    let status = api_status(
+        bindings
+            .create(&post, &binding("killer", "ClusterRole", "pod-killer"))
+            .await
+            .unwrap_err(),
+    );
+    assert!(
+        status
+            .message
+            .ends_with("{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"delete\"]}"),
+        "{}",
+        status.message
+    );
+    // A ClusterRoleBinding needs `bind` at the cluster scope, which a RoleBinding never gives.
+    cluster_role(
+        &admin,
+        "crb-writer",
+        json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterrolebindings"], "verbs": ["create"]}]),
+    )
+    .await;
+    bind(
+        &admin,
+        None,
+        "crb-writer",
+        "ClusterRole",
+        "crb-writer",
+        json!([{"kind": "ServiceAccount", "name": "deployer", "namespace": "team"}]),
+    )
+    .await;
+    let cluster_bindings: Api<ClusterRoleBinding> = Api::all(deployer.clone());
+    let cluster_binding = typed::<ClusterRoleBinding>(json!({"metadata": {"name": "secrets"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "secret-reader"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]}));
+    let status = api_status(
+        cluster_bindings
+            .create(&post, &cluster_binding)
+            .await
+            .unwrap_err(),
+    );
+    assert!(
+        status.message.starts_with(
+            "clusterrolebindings.rbac.authorization.k8s.io \"secrets\" is forbidden: user \"system:serviceaccount:team:deployer\""
+        ),
+        "{}",
+        status.message
+    );
+}
+
+#[tokio::test]
+async fn an_aggregation_rule_needs_every_permission_and_without_rbac_nothing_is_checked() {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let (emu, admin) = start().await;
+    cluster_role(
+        &admin,
+        "cluster-role-writer",
+        json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["create"]}]),
+    )
+    .await;
+    bind(
+        &admin,
+        None,
+        "cluster-role-writer",
+        "ClusterRole",
+        "cluster-role-writer",
+        user("dave"),
+    )
+    .await;
+    let dave = client_for(&emu, "dave", &[]).await;
+    let roles: Api<ClusterRole> = Api::all(dave);
+    let aggregated = typed::<ClusterRole>(json!({"metadata": {"name": "gatherer"},
+        "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"gather": "true"}}]}}));
+    let status = api_status(
+        roles
+            .create(&PostParams::default(), &aggregated)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        status.message,
+        "clusterroles.rbac.authorization.k8s.io \"gatherer\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
+    );
+
+    // Escalation prevention is RBAC's: without it, anyone may write any role.
+    let (open, _) = support::start().await;
+    let eve = support::client_as(&open, &open.token_for("eve", &[])).await;
+    Api::<ClusterRole>::all(eve)
+        .create(&PostParams::default(), &aggregated)
+        .await
+        .expect("no RBAC, no escalation check");
+}
+
+/// `kubectl auth whoami` for `client` with impersonation `headers`: the status and the body.
+async fn who_am_i(client: &kube::Client, headers: &[(&str, &str)]) -> (u16, Value) {
+    let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    let mut request = http::Request::builder()
+        .method("POST")
+        .uri("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+        .header(http::header::CONTENT_TYPE, "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request
+        .body(kube::client::Body::from(
+            serde_json::to_vec(&body).expect("json"),
+        ))
+        .expect("a request");
+    support::send(client, request).await
+}
+
+#[tokio::test]
+async fn impersonating_a_uid_and_extras_needs_impersonate_on_uids_and_each_userextra() {
+    let (emu, admin) = start().await;
+    cluster_role(
+        &admin,
+        "impersonator",
+        json!([
+            {"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"], "resourceNames": ["alice"]},
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["userextras/scopes"],
+             "verbs": ["impersonate"], "resourceNames": ["view"]},
+        ]),
+    )
+    .await;
+    bind(
+        &admin,
+        None,
+        "impersonator",
+        "ClusterRole",
+        "impersonator",
+        user("bob"),
+    )
+    .await;
+    let bob = client_for(&emu, "bob", &[]).await;
+    let (code, body) = who_am_i(&bob, &[]).await;
+    assert_eq!(
+        (code, &body["status"]["userInfo"]["username"]),
+        (201, &json!("bob"))
+    );
+
+    let (code, body) = who_am_i(
+        &bob,
+        &[
+            ("Impersonate-User", "alice"),
+            ("Impersonate-Extra-Scopes", "view"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(
+        body["status"]["userInfo"],
+        json!({"username": "alice", "groups": ["system:authenticated"], "extra": {"scopes": ["view"]}})
+    );
+    let (code, body) = who_am_i(
+        &bob,
+        &[
+            ("Impersonate-User", "alice"),
+            ("Impersonate-Extra-Scopes", "view"),
+            ("Impersonate-Extra-Scopes", "edit"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (code, body["message"].as_str().unwrap_or_default()),
+        (
+            403,
+            "userextras.authentication.k8s.io \"edit\" is forbidden: User \"bob\" cannot impersonate resource \"userextras/scopes\" in API group \"authentication.k8s.io\" at the cluster scope"
+        ),
+    );
+    let (code, body) = who_am_i(
+        &bob,
+        &[("Impersonate-User", "alice"), ("Impersonate-Uid", "1234")],
+    )
+    .await;
+    assert_eq!(
+        (code, body["message"].as_str().unwrap_or_default()),
+        (
+            403,
+            "uids.authentication.k8s.io \"1234\" is forbidden: User \"bob\" cannot impersonate resource \"uids\" in API group \"authentication.k8s.io\" at the cluster scope"
+        ),
+    );
+
+    // Granted uids and a percent-encoded extra key: the impersonated user carries both, and
+    // the uid reaches what the request does (a SubjectAccessReview's spec takes its extras).
+    cluster_role(
+        &admin,
+        "uid-impersonator",
+        json!([
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["uids", "userextras/example.com/team"],
+             "verbs": ["impersonate"]},
+        ]),
+    )
+    .await;
+    bind(
+        &admin,
+        None,
+        "uid-impersonator",
+        "ClusterRole",
+        "uid-impersonator",
+        user("bob"),
+    )
+    .await;
+    let (code, body) = who_am_i(
+        &bob,
+        &[
+            ("Impersonate-User", "alice"),
+            ("Impersonate-Uid", "1234"),
+            ("Impersonate-Extra-Example.com%2fteam", "platform"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(
+        body["status"]["userInfo"],
+        json!({"username": "alice", "uid": "1234", "groups": ["system:authenticated"],
+               "extra": {"example.com/team": ["platform"]}})
+    );
+    let (code, _) = who_am_i(&bob, &[("Impersonate-Uid", "1234")]).await;
+    assert_eq!(code, 400, "a uid without a user");
+}

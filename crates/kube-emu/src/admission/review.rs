@@ -41,11 +41,7 @@ pub fn review(
         "name": request.name,
         "namespace": request.namespace,
         "operation": request.operation,
-        "userInfo": {
-            "username": request.identity.username,
-            "uid": request.identity.uid,
-            "groups": request.identity.groups,
-        },
+        "userInfo": request.identity.user_info(),
         "object": object.cloned().unwrap_or(Value::Null),
         "oldObject": old_object.cloned().unwrap_or(Value::Null),
         "dryRun": request.dry_run,

@@ -110,6 +110,7 @@ pub async fn patch(
             options: admission::options("PatchOptions", context),
         };
         let patched = admission::admit(shared, &write, patched, live.as_ref()).await?;
+        super::write::confirm_no_escalation(shared, context, kind, &patched, live.as_ref())?;
         let mut state = shared.state();
         let unchanged = state
             .store

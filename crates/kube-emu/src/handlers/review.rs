@@ -85,6 +85,15 @@ fn subject_of(review: &Value, kind: &ResourceKind) -> Result<Identity, ApiError>
         username: text(review, "spec.user"),
         uid: text(review, "spec.uid"),
         groups: crate::meta::string_list(crate::meta::lookup_path(review, "spec.groups")),
+        extra: crate::meta::lookup_path(review, "spec.extra")
+            .and_then(Value::as_object)
+            .map(|extra| {
+                extra
+                    .iter()
+                    .map(|(key, values)| (key.clone(), crate::meta::string_list(Some(values))))
+                    .collect()
+            })
+            .unwrap_or_default(),
     };
     if identity.username.is_empty() && identity.groups.is_empty() {
         return Err(invalid(

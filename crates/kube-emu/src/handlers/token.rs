@@ -98,6 +98,21 @@ pub fn token_request(
     ))
 }
 
+/// A SelfSubjectReview (`kubectl auth whoami`): who the request is, after impersonation.
+pub fn self_subject_review(context: &RequestContext) -> Result<Response<Body>, ApiError> {
+    // The body carries nothing the answer uses; it is still read, so garbage is refused.
+    decode_object(context)?;
+    Ok(json_response(
+        201,
+        &json!({
+            "kind": "SelfSubjectReview",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": crate::meta::now_timestamp()},
+            "status": {"userInfo": context.identity.user_info()},
+        }),
+    ))
+}
+
 pub fn token_review(shared: &Shared, context: &RequestContext) -> Result<Response<Body>, ApiError> {
     let review = decode_object(context)?;
     let token = review
@@ -132,8 +147,7 @@ pub fn token_review(shared: &Shared, context: &RequestContext) -> Result<Respons
                 json!({"authenticated": false, "user": {},
                        "error": "token audiences are invalid for the target audiences"})
             } else {
-                json!({"authenticated": true, "audiences": granted, "user": {
-                    "username": identity.username, "uid": identity.uid, "groups": identity.groups}})
+                json!({"authenticated": true, "audiences": granted, "user": identity.user_info()})
             }
         }
     };

@@ -13,6 +13,7 @@ use crate::admission::{self, Operation, Write};
 use crate::api::{RequestContext, Shared};
 use crate::meta;
 use crate::present;
+use crate::rbac::escalation::RbacWrite;
 use crate::registry::ResourceKind;
 use crate::state::{FieldValidation, WriteOptions};
 use crate::status::ApiError;
@@ -33,6 +34,7 @@ pub async fn create(
         options: admission::options("CreateOptions", context),
     };
     let object = admission::admit(shared, &write, object, None).await?;
+    confirm_no_escalation(shared, context, kind, &object, None)?;
     let options = WriteOptions {
         dry_run: context.query.dry_run(),
         ownership_recorded: false,
@@ -80,6 +82,7 @@ pub async fn update(
         };
         object = admission::admit(shared, &write, object, Some(old)).await?;
     }
+    confirm_no_escalation(shared, context, kind, &object, old.as_ref())?;
     let options = WriteOptions {
         dry_run: context.query.dry_run(),
         ownership_recorded: false,
@@ -100,4 +103,26 @@ pub async fn update(
         updated?
     };
     Ok(object_response(200, context, kind, &updated))
+}
+
+/// RBAC's escalation check on a write of a Role, ClusterRole or binding (see
+/// [`crate::rbac::escalation`]); other kinds pass.
+pub(super) fn confirm_no_escalation(
+    shared: &Shared,
+    context: &RequestContext,
+    kind: &ResourceKind,
+    object: &serde_json::Value,
+    old: Option<&serde_json::Value>,
+) -> Result<(), ApiError> {
+    crate::rbac::escalation::confirm(
+        &RbacWrite {
+            identity: &context.identity,
+            resource: &kind.id,
+            namespace: context.target.namespace.as_deref().unwrap_or_default(),
+            url_name: context.target.name.as_deref().unwrap_or_default(),
+            object,
+            old,
+        },
+        shared,
+    )
 }

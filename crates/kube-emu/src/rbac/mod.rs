@@ -43,6 +43,7 @@
 //! "y" not found`), which then ends the Forbidden message.
 
 pub mod bootstrap;
+pub mod escalation;
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};

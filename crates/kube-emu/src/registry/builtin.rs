@@ -231,6 +231,14 @@ fn table() -> Vec<Builtin> {
         namespaced("authentication.k8s.io", "v1", "TokenReview", "tokenreviews")
             .cluster()
             .create_only(),
+        namespaced(
+            "authentication.k8s.io",
+            "v1",
+            "SelfSubjectReview",
+            "selfsubjectreviews",
+        )
+        .cluster()
+        .create_only(),
         // The rest of Kubernetes 1.32's stored kinds. The emulator runs none of the controllers
         // behind them (no kubelet, scheduler, endpoints or certificate signer): they are stored
         // and served so clients that list, create or watch them get what kube-apiserver gives.
