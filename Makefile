@@ -9,7 +9,7 @@ APT_STAMP := .tools/apt-updated
 DEB_PACKAGES := pkg-config:pkg-config libssl-dev:/usr/include/openssl/ssl.h \
 	kubernetes-client:kubectl openssh-server:/usr/sbin/sshd git:git
 
-.PHONY: all build test lint fmt clippy deps demo bench crds proto chart helm clean e2e-cluster
+.PHONY: all build test lint fmt clippy deps demo bench crds proto chart helm clean e2e-cluster link-check
 
 all: build
 
@@ -30,9 +30,22 @@ build: deps
 
 ## test: unit, integration and end-to-end tests. The binaries are built first because the
 ## end-to-end tests run them as processes.
-test: deps helm
+test: deps helm link-check
 	$(CARGO) build --workspace --bins
 	$(CARGO) test --workspace --no-fail-fast
+
+## link-check: production binaries link production code only (DESIGN.md, rules of the house):
+## arborctl links neither the gitsync controller nor test support, and no controller links
+## test support or a certificate issuer (the demo and the tests issue; controllers only load).
+CONTROLLER_CRATES := arbor-gitsync arbor-hierarchy arbor-observer arbor-webhook
+link-check:
+	@bad=$$($(CARGO) tree -q -p arborctl -e normal --prefix none | grep -E '^arbor-(gitsync|testkit) ' | sort -u); \
+	if [ -n "$$bad" ]; then echo "link-check: arborctl links $$bad" >&2; exit 1; fi
+	@for pkg in $(CONTROLLER_CRATES); do \
+	  bad=$$($(CARGO) tree -q -p $$pkg -e normal --prefix none | grep -E '^(rcgen|arbor-testkit|arbor-demo) ' | sort -u); \
+	  if [ -n "$$bad" ]; then echo "link-check: $$pkg links $$bad" >&2; exit 1; fi; \
+	done
+	@echo "link-check: production binaries link production code only"
 
 ## e2e-cluster: the end-to-end tests of tests/ against a running cluster instead of one
 ## arbor-kube-emu per test (README "The end-to-end tests against a real cluster").

@@ -52,6 +52,9 @@ pub enum Need {
     EmulatorFlags(&'static str),
     /// An admission webhook running here that the API server calls.
     ReachableWebhook,
+    /// A cluster no installed Arbor uses: the test takes over or deletes what one would hold
+    /// (`the arbor-system Leases`).
+    NoInstalledArbor(&'static str),
 }
 
 impl Need {
@@ -65,6 +68,9 @@ impl Need {
             )),
             Need::EmulatorFlags(what) => Some(format!(
                 "needs the emulator started with {what}; {KUBECONFIG_ENV}={path} names an existing cluster"
+            )),
+            Need::NoInstalledArbor(what) => Some(format!(
+                "takes over {what}, which an Arbor installed on the cluster of {KUBECONFIG_ENV}={path} would hold; run it on the emulator"
             )),
             Need::ReachableWebhook => cluster.webhook_host.is_none().then(|| {
                 format!(
@@ -116,6 +122,7 @@ mod tests {
             Need::EmulatorHook("fault injection"),
             Need::EmulatorFlags("--token-file"),
             Need::ReachableWebhook,
+            Need::NoInstalledArbor("the arbor-system Leases"),
         ] {
             assert_eq!(need.missing_from(&emulator), None, "{need:?}");
         }
@@ -139,6 +146,10 @@ mod tests {
             .missing_from(&cluster)
             .unwrap();
         assert!(flags.contains("--token-file"), "{flags}");
+        let leases = Need::NoInstalledArbor("the arbor-system Leases")
+            .missing_from(&cluster)
+            .unwrap();
+        assert!(leases.starts_with("takes over the arbor-system Leases"), "{leases}");
         assert_eq!(Need::ReachableWebhook.missing_from(&cluster), None);
     }
 

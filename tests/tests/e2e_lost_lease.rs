@@ -15,6 +15,7 @@
 
 use std::time::Duration;
 
+use arbor_e2e::source::{Need, skip};
 use arbor_e2e::system::{WAIT, start_electing};
 use arbor_testkit::cluster::eventually;
 use arbor_testkit::system::SYSTEM_NAMESPACE;
@@ -47,6 +48,9 @@ fn host_name() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_controller_that_loses_its_lease_stops_and_exits_non_zero() {
+    if skip(&[Need::NoInstalledArbor("the arbor-system Leases")]) {
+        return;
+    }
     let mut system = start_electing(&["gitsync", "hierarchy", "observer", "webhook"])
         .await
         .unwrap();

@@ -15,8 +15,9 @@ use serde_json::Value;
 
 use crate::Error;
 
-/// The field manager of everything the harness applies.
-pub const FIELD_MANAGER: &str = "arbor-testkit";
+/// The field manager of everything the demo and the test harness apply (what `kubectl get
+/// -o yaml --show-managed-fields` shows a demo user).
+pub const FIELD_MANAGER: &str = "arbor-demo";
 
 /// How often [`eventually`] asks again.
 const POLL: Duration = Duration::from_millis(100);

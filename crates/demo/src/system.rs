@@ -367,6 +367,9 @@ impl System {
         .args(extra)
         // The kubeconfig flag wins anyway; this keeps a stray KUBECONFIG from confusing logs.
         .env("KUBECONFIG", &self.kubeconfig)
+        // Every controller here is its own replica on this host: a POD_NAME inherited from
+        // the caller (a CI pod) would give them all one Lease identity. Empty means unset.
+        .env("POD_NAME", "")
         .start()?;
         let mut controller = Controller {
             process,

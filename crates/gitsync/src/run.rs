@@ -212,8 +212,10 @@ pub async fn start(
     let ready = component.readiness().gate("gitsync-controllers");
     component.serve_admin().await?;
     let gate = component.campaign();
-    if !gate.acquired().await {
+    let led = gate.acquired().await;
+    if led != Ok(true) {
         component.shutdown().drain().await;
+        led?;
         return Ok(None);
     }
     let token = component.shutdown().token();

@@ -127,7 +127,10 @@ async fn measure(layout: Layout, count: usize) -> Result<Figures> {
         Settings {
             domain: keys.domain().to_owned(),
             config,
-            instance: None,
+            reporter: kube::runtime::events::Reporter {
+                    controller: arbor_api::keys::HIERARCHY_FIELD_MANAGER.into(),
+                    instance: None,
+                },
         },
         Metrics::default(),
         CancellationToken::new(),

@@ -44,8 +44,9 @@ pub struct Settings {
     /// The key domain: `arbor.dev`, `accurate.cybozu.com`, `innu.cybozu.com`, or another.
     pub domain: String,
     pub config: PropagationConfig,
-    /// Identifies this replica in events.
-    pub instance: Option<String>,
+    /// Who reports the Events: `Component::reporter` in the binary, so every controller
+    /// names its replica the same way.
+    pub reporter: Reporter,
 }
 
 /// Why the controller did not start.
@@ -160,13 +161,7 @@ pub async fn start(
     };
     let mut tasks = watch::spawn_all(&setup, &sync);
 
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: arbor_api::keys::HIERARCHY_FIELD_MANAGER.into(),
-            instance: settings.instance.clone(),
-        },
-    );
+    let recorder = Recorder::new(client.clone(), settings.reporter.clone());
     let context = Arc::new(Context::new(
         rules.clone(),
         index.clone(),

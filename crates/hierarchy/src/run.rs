@@ -34,14 +34,16 @@ pub async fn run(args: Args) -> Result<(), RunError> {
     component.serve_admin().await?;
 
     let gate = component.campaign();
-    if !gate.acquired().await {
+    let led = gate.acquired().await;
+    if led != Ok(true) {
         component.shutdown().drain().await;
+        led?;
         return Ok(());
     }
     let settings = Settings {
         domain: args.domain,
         config,
-        instance: component.reporter().instance,
+        reporter: component.reporter(),
     };
     let token = component.shutdown().token();
     let running = controller::start(component.client(), settings, metrics, token.clone()).await?;

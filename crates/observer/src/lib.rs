@@ -192,7 +192,7 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
     let task_registry = registry.clone();
     let task_shutdown = shutdown.clone();
     let task = shutdown.spawn(async move {
-        if !gate.acquired().await {
+        if !gate.acquired().await? {
             return Ok(());
         }
         if let Some(channel) = gitsync {

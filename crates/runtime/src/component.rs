@@ -220,8 +220,8 @@ impl Component {
     }
 
     /// Campaigns for the component's Lease when leader election is on; the gate lets every
-    /// replica through when it is off (a single replica, tests). The campaign is work that
-    /// shutdown waits for, so the Lease is released before the process exits.
+    /// replica through when it is off (a single replica, tests). The campaign is shutdown's
+    /// second phase: the Lease is released after every writer stopped, before the process exits.
     pub fn campaign(&self) -> LeaseGate {
         let election = &self.args.leader_election;
         let shutdown = self.shutdown.clone();
@@ -246,9 +246,12 @@ impl Component {
             name: config.name.clone(),
         };
         tracing::info!(lease = %format!("{}/{}", lease.namespace, lease.name), identity = %self.identity, "campaigning for the Lease");
-        let leadership = LeaderElector::new(self.client.clone(), config).spawn(shutdown.token());
+        // The campaign stops (and releases the Lease) only in shutdown's second phase, once
+        // every writer has finished: see `arbor_runtime::shutdown`.
+        let leadership =
+            LeaderElector::new(self.client.clone(), config).spawn(shutdown.release_token());
         let leading = leadership.subscribe();
-        shutdown.spawn(leadership.finished());
+        shutdown.spawn_release(leadership.finished());
         LeaseGate {
             lease: Some((lease, leading)),
             shutdown,
@@ -265,18 +268,29 @@ pub struct LeaseGate {
 }
 
 impl LeaseGate {
-    /// Waits until this replica holds the Lease: `true` then, `false` when shutdown came
-    /// first. Without leader election, `true` at once.
-    pub async fn acquired(&self) -> bool {
-        let Some((_, leading)) = &self.lease else {
-            return true;
+    /// Waits until this replica holds the Lease: `Ok(true)` then, `Ok(false)` when shutdown
+    /// came first. Without leader election, `Ok(true)` at once. When the campaign ended
+    /// without ever leading (its task died), this replica can never lead: it logs why, starts
+    /// shutdown and answers [`LostLease`], so the binary exits non-zero instead of waiting,
+    /// unready, for a Lease nobody campaigns for.
+    pub async fn acquired(&self) -> Result<bool, LostLease> {
+        let Some((lease, leading)) = &self.lease else {
+            return Ok(true);
         };
         let mut leading = leading.clone();
         let token = self.shutdown.token();
         tokio::select! {
             biased;
-            () = token.cancelled() => false,
-            held = leading.wait_for(|leading| *leading) => held.is_ok(),
+            () = token.cancelled() => Ok(false),
+            held = leading.wait_for(|leading| *leading) => match held {
+                Ok(_) => Ok(true),
+                Err(_) => {
+                    let lost = lease.clone();
+                    tracing::error!(error = %lost, "the campaign for the Lease ended before this replica led");
+                    self.shutdown.trigger();
+                    Err(lost)
+                }
+            },
         }
     }
 
@@ -291,8 +305,7 @@ impl LeaseGate {
         };
         let mut leading = leading.clone();
         tokio::select! {
-            // On shutdown the campaign releases the Lease, so both may be ready: a stop is a
-            // stop, not a lost Lease.
+            // A campaign that ends after shutdown began is a stop, not a lost Lease.
             biased;
             () = token.cancelled() => Ok(()),
             _ = leading.wait_for(|leading| !*leading) => {

@@ -4,6 +4,13 @@
 //! started through [`Shutdown::spawn`] are then given a bounded grace period to finish what
 //! they were doing (an apply half-way through a source, a Lease release) before the process
 //! exits anyway, so that a stuck request can never keep a Pod in Terminating forever.
+//!
+//! What must outlast every writer, the Lease above all, runs in a second phase
+//! ([`Shutdown::spawn_release`]): it is told to stop ([`Shutdown::release_token`]) only after
+//! the tracked work has finished. A Lease released while a reconcile is still writing would
+//! let a successor lead beside it, two writers on one object: the hazard client-go warns of
+//! for `ReleaseOnCancel`. When the grace period runs out with work still in flight, nothing is
+//! released: the Lease then expires on its own, after the process (and its writers) are gone.
 
 use std::future::Future;
 use std::time::Duration;
@@ -26,6 +33,8 @@ pub struct Shutdown {
     token: CancellationToken,
     tasks: TaskTracker,
     grace: Duration,
+    release: CancellationToken,
+    releases: TaskTracker,
 }
 
 impl Shutdown {
@@ -34,6 +43,8 @@ impl Shutdown {
             token: CancellationToken::new(),
             tasks: TaskTracker::new(),
             grace,
+            release: CancellationToken::new(),
+            releases: TaskTracker::new(),
         }
     }
 
@@ -60,6 +71,22 @@ impl Shutdown {
         self.tasks.spawn(task)
     }
 
+    /// Cancelled once the tracked work has finished: the signal for what must outlast every
+    /// writer to let go (the Lease), never before.
+    pub fn release_token(&self) -> CancellationToken {
+        self.release.clone()
+    }
+
+    /// Runs `task` as the second phase of shutdown: it should end soon after
+    /// [`Shutdown::release_token`] is cancelled, and the drain waits for it.
+    pub fn spawn_release<F>(&self, task: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.releases.spawn(task)
+    }
+
     /// Triggers shutdown on the first SIGTERM or SIGINT.
     pub fn trigger_on_signals(&self) -> std::io::Result<()> {
         use tokio::signal::unix::{SignalKind, signal};
@@ -78,18 +105,22 @@ impl Shutdown {
         Ok(())
     }
 
-    /// Waits for shutdown to start, then for tracked tasks, at most the grace period.
+    /// Waits for shutdown to start, then for tracked tasks, at most the grace period; then,
+    /// only if they all finished, releases (the second phase), again at most the grace period.
     pub async fn drain(&self) -> Drained {
         self.token.cancelled().await;
         self.tasks.close();
-        match tokio::time::timeout(self.grace, self.tasks.wait()).await {
-            Ok(()) => Drained::Completed,
-            Err(_) => {
-                let still_running = self.tasks.len();
-                tracing::warn!(still_running, grace = ?self.grace, "grace period over; exiting with work in flight");
-                Drained::TimedOut { still_running }
-            }
+        if tokio::time::timeout(self.grace, self.tasks.wait()).await.is_err() {
+            let still_running = self.tasks.len();
+            tracing::warn!(still_running, grace = ?self.grace, "grace period over; exiting with work in flight, leaving the Lease to expire rather than releasing it under a running writer");
+            return Drained::TimedOut { still_running };
         }
+        self.release.cancel();
+        self.releases.close();
+        if tokio::time::timeout(self.grace, self.releases.wait()).await.is_err() {
+            tracing::warn!(grace = ?self.grace, "releasing did not finish within the grace period");
+        }
+        Drained::Completed
     }
 }
 
@@ -114,6 +145,41 @@ mod tests {
         shutdown.trigger();
         assert_eq!(shutdown.drain().await, Drained::Completed);
         assert!(finished.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn releases_wait_until_every_tracked_task_has_finished() {
+        let shutdown = Shutdown::new(Duration::from_secs(30));
+        let writer_done = Arc::new(AtomicBool::new(false));
+        let released_after_writer = Arc::new(AtomicBool::new(false));
+        let token = shutdown.token();
+        let done = writer_done.clone();
+        shutdown.spawn(async move {
+            token.cancelled().await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            done.store(true, Ordering::SeqCst);
+        });
+        let release = shutdown.release_token();
+        let (done, seen) = (writer_done.clone(), released_after_writer.clone());
+        shutdown.spawn_release(async move {
+            release.cancelled().await;
+            seen.store(done.load(Ordering::SeqCst), Ordering::SeqCst);
+        });
+        shutdown.trigger();
+        assert_eq!(shutdown.drain().await, Drained::Completed);
+        assert!(released_after_writer.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn nothing_is_released_while_stuck_work_still_runs() {
+        let shutdown = Shutdown::new(Duration::from_millis(50));
+        shutdown.spawn(std::future::pending::<()>());
+        shutdown.trigger();
+        assert_eq!(
+            shutdown.drain().await,
+            Drained::TimedOut { still_running: 1 }
+        );
+        assert!(!shutdown.release_token().is_cancelled());
     }
 
     #[tokio::test]

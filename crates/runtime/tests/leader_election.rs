@@ -165,10 +165,11 @@ async fn a_component_that_loses_its_lease_stops_and_reports_the_lost_lease() {
     .unwrap();
     let component = Component::with_client("gate", cli.common, client.clone()).unwrap();
     let gate = component.campaign();
-    assert!(
+    assert_eq!(
         tokio::time::timeout(LEASE_DURATION * 3, gate.acquired())
             .await
-            .unwrap()
+            .unwrap(),
+        Ok(true)
     );
     assert_eq!(
         Api::<Lease>::namespaced(client.clone(), "arbor-system")
@@ -220,10 +221,24 @@ async fn a_component_that_is_stopped_releases_its_lease_and_reports_no_loss() {
     let cli = Cli::try_parse_from(["arbor-test", "--lease-identity=replica-a"]).unwrap();
     let component = Component::with_client("gate", cli.common, client.clone()).unwrap();
     let gate = component.campaign();
-    assert!(gate.acquired().await);
+    assert_eq!(gate.acquired().await, Ok(true));
+    // A writer still finishing its work after the signal: the Lease must stay ours until it
+    // is done, or a successor could lead beside it.
+    let token = component.shutdown().token();
+    let reader = client.clone();
+    let holder_while_writing = component.shutdown().spawn(async move {
+        token.cancelled().await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        holder_of(&reader, "arbor-gate").await
+    });
     component.shutdown().trigger();
     assert_eq!(gate.hold().await, Ok(()));
     component.shutdown().drain().await;
+    assert_eq!(
+        holder_while_writing.await.unwrap().as_deref(),
+        Some("replica-a"),
+        "the Lease was released while a writer was still running"
+    );
     assert_eq!(holder_of(&client, "arbor-gate").await, None);
     emu.shutdown().await;
 }

@@ -182,7 +182,10 @@ impl Cluster {
             Settings {
                 domain: self.domain.clone(),
                 config,
-                instance: Some("test".into()),
+                reporter: kube::runtime::events::Reporter {
+                    controller: arbor_api::keys::HIERARCHY_FIELD_MANAGER.into(),
+                    instance: Some("test".into()),
+                },
             },
             self.metrics.clone(),
             CancellationToken::new(),
