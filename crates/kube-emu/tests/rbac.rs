@@ -1037,9 +1037,14 @@ async fn a_binding_needs_the_permissions_of_its_role_or_bind_on_that_role() {
             .await
             .unwrap_err(),
     );
+    // kube-apiserver returns the role lookup's error as it is: the role's 404.
     assert_eq!(
-        status.message,
-        "rolebindings.rbac.authorization.k8s.io \"ghost\" is forbidden: roles.rbac.authorization.k8s.io \"ghost\" not found"
+        (status.code, status.reason.as_str(), status.message.as_str()),
+        (
+            404,
+            "NotFound",
+            "roles.rbac.authorization.k8s.io \"ghost\" not found"
+        )
     );
 
     // `bind` on one ClusterRole, by name, in team: that role only, and only in team.
