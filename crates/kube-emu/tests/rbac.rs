@@ -1283,6 +1283,26 @@ async fn impersonating_a_uid_and_extras_needs_impersonate_on_uids_and_each_usere
         json!({"username": "alice", "uid": "1234", "groups": ["system:authenticated"],
                "extra": {"example.com/team": ["platform"]}})
     );
-    let (code, _) = who_am_i(&bob, &[("Impersonate-Uid", "1234")]).await;
-    assert_eq!(code, 400, "a uid without a user");
+    // Without a user (an empty Impersonate-User is none), kube-apiserver's impersonation
+    // filter answers a plain-text 500 listing what was asked; an empty user alone is no
+    // impersonation.
+    let (code, body) = who_am_i(
+        &bob,
+        &[("Impersonate-User", ""), ("Impersonate-Uid", "1234")],
+    )
+    .await;
+    assert_eq!(
+        (code, body),
+        (
+            500,
+            json!(
+                "Internal Server Error: \"/apis/authentication.k8s.io/v1/selfsubjectreviews\": requested [{UID  1234  authentication.k8s.io/v1  }] without impersonating a user\n"
+            )
+        )
+    );
+    let (code, body) = who_am_i(&bob, &[("Impersonate-User", "")]).await;
+    assert_eq!(
+        (code, &body["status"]["userInfo"]["username"]),
+        (201, &json!("bob"))
+    );
 }
