@@ -7,7 +7,9 @@
 //! request (RBAC when it is on), refused with kube-apiserver's Forbidden wording. An extra's key
 //! is the header's suffix, lower-cased and percent-decoded as kube does (`Impersonate-Extra-
 //! Example.com%2fteam` is `example.com/team`). The impersonated identity is then what
-//! authorization (the deny rules included), admission and accounting see.
+//! authorization (the deny rules included), admission and accounting see. An empty
+//! `Impersonate-User` names no one; groups, extras or a uid asked without a user are refused
+//! before any API handler, so in kube's plain-text 500 rather than a `Status`.
 
 use std::collections::BTreeMap;
 
