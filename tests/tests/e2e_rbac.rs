@@ -1,7 +1,8 @@
 //! The Helm chart's RBAC is what the controllers need: each controller runs with the chart's
 //! arguments as its own ServiceAccount against the emulator, which enforces RBAC with the
 //! chart's rendered Roles, ClusterRoles and bindings; a scenario exercises all four (a
-//! GitTrack synced, a namespace tree with a propagated Secret, an Application, admission
+//! GitTrack synced, a namespace tree with a propagated Secret, Role and RoleBinding (the Role
+//! granting what the hierarchy controller does not hold), an Application, admission
 //! reviews, leader election in `arbor-system`). A missing grant fails the request that needs
 //! it, so the scenario stalls; the test then names every refused request (403) and every
 //! request the chart's rules do not allow.
@@ -22,7 +23,7 @@ use arbor_testkit::GitRepo;
 use arbor_testkit::cluster::{apply, apply_yaml, ensure_namespace, eventually};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
@@ -182,6 +183,45 @@ async fn run_scenario(env: &RbacEnv) -> anyhow::Result<()> {
         &copies,
         "registry-credentials",
         |_| true,
+    )
+    .await?;
+
+    // arbor-hierarchy copies RBAC down the tree too: a Role granting what the controller does
+    // not hold (exec into Pods) and a RoleBinding to it, from team-a into its sub-namespace.
+    // kube-apiserver's escalation prevention refuses both copies unless the chart lets the
+    // controller grant what it does not hold.
+    let roles = Api::<Role>::namespaced(client.clone(), "team-a");
+    let debugger: Role = serde_json::from_value(json!({
+        "metadata": {"name": "debugger", "annotations": {"arbor.dev/propagate": "update"}},
+        "rules": [{"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
+                  {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
+    }))?;
+    roles.create(&PostParams::default(), &debugger).await?;
+    let debuggers: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "debuggers", "annotations": {"arbor.dev/propagate": "update"}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "debugger"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "team-a-oncall"}],
+    }))?;
+    Api::<RoleBinding>::namespaced(client.clone(), "team-a")
+        .create(&PostParams::default(), &debuggers)
+        .await?;
+    let copied_role = wait_for(
+        "the Role copied into team-a-dev",
+        &Api::<Role>::namespaced(client.clone(), "team-a-dev"),
+        "debugger",
+        |_| true,
+    )
+    .await?;
+    anyhow::ensure!(
+        copied_role.rules == debugger.rules,
+        "the copied Role grants {:?}",
+        copied_role.rules
+    );
+    wait_for(
+        "the RoleBinding copied into team-a-dev",
+        &Api::<RoleBinding>::namespaced(client.clone(), "team-a-dev"),
+        "debuggers",
+        |binding: &RoleBinding| binding.role_ref.name == "debugger",
     )
     .await?;
 

@@ -112,6 +112,15 @@ pub fn json_response(code: u16, body: &Value) -> Response<Body> {
 }
 
 pub fn error_response(error: &ApiError) -> Response<Body> {
+    if error.plain_text {
+        // Go's http.Error: the text and a newline, never sniffed as anything else.
+        return Response::builder()
+            .status(StatusCode::from_u16(error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+            .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+            .header("x-content-type-options", "nosniff")
+            .body(Body::from(format!("{}\n", error.message)))
+            .expect("static response parts are valid");
+    }
     json_response(error.code, &error.to_status())
 }
 
@@ -167,8 +176,17 @@ where
         .authenticator
         .authenticate(authorization)
         .ok_or_else(ApiError::unauthorized)?;
-    let identity =
-        crate::impersonation::identity_of(identity, request.headers(), shared.authorizer.as_ref())?;
+    let request_uri = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |path_and_query| path_and_query.as_str())
+        .to_owned();
+    let identity = crate::impersonation::identity_of(
+        identity,
+        request.headers(),
+        &request_uri,
+        shared.authorizer.as_ref(),
+    )?;
     // A port-forward upgrades the connection instead of answering it (see `portforward`).
     if let Route::Resource(target) = &route
         && crate::portforward::is_portforward(target)

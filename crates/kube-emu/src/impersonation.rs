@@ -7,7 +7,9 @@
 //! request (RBAC when it is on), refused with kube-apiserver's Forbidden wording. An extra's key
 //! is the header's suffix, lower-cased and percent-decoded as kube does (`Impersonate-Extra-
 //! Example.com%2fteam` is `example.com/team`). The impersonated identity is then what
-//! authorization (the deny rules included), admission and accounting see.
+//! authorization (the deny rules included), admission and accounting see. An empty
+//! `Impersonate-User` names no one; groups, extras or a uid asked without a user are refused
+//! before any API handler, so in kube's plain-text 500 rather than a `Status`.
 
 use std::collections::BTreeMap;
 
@@ -54,10 +56,38 @@ fn unescape_extra_key(key: &str) -> String {
     String::from_utf8(decoded).unwrap_or_else(|_| key.to_owned())
 }
 
+/// What kube's refusal lists for impersonation asked without a user: each thing asked, as Go
+/// prints the `ObjectReference` kube builds for it (kind, namespace, name, uid, apiVersion,
+/// resourceVersion, fieldPath, space-separated), in kube's order: groups, extras, the uid.
+fn requested_without_user(
+    groups: &[&str],
+    extra: &BTreeMap<String, Vec<String>>,
+    uid: Option<&str>,
+) -> Vec<String> {
+    let authentication = format!("{AUTHENTICATION_GROUP}/v1");
+    let reference = |kind: &str, name: &str, api_version: &str, field_path: &str| {
+        format!("{{{kind}  {name}  {api_version}  {field_path}}}")
+    };
+    let mut requested: Vec<String> = groups
+        .iter()
+        .map(|group| reference("Group", group, "", ""))
+        .collect();
+    for (key, values) in extra {
+        requested.extend(
+            values
+                .iter()
+                .map(|value| reference("UserExtra", value, &authentication, key)),
+        );
+    }
+    requested.extend(uid.map(|uid| reference("UID", uid, &authentication, "")));
+    requested
+}
+
 /// The identity the request acts as: `authenticated` itself, or the user it may impersonate.
 pub fn identity_of(
     authenticated: Identity,
     headers: &HeaderMap,
+    request_uri: &str,
     authorizer: &dyn Authorizer,
 ) -> Result<Identity, ApiError> {
     let groups = headers
@@ -80,15 +110,24 @@ pub fn identity_of(
         .map(|value| header_text("Impersonate-Uid", value))
         .transpose()?
         .filter(|uid| !uid.is_empty());
-    let Some(user) = headers.get(USER) else {
+    // An empty Impersonate-User is no user at all, as kube reads the header.
+    let user = headers
+        .get(USER)
+        .map(|user| header_text("Impersonate-User", user))
+        .transpose()?
+        .filter(|user| !user.is_empty());
+    let Some(user) = user else {
         if groups.is_empty() && extra.is_empty() && uid.is_none() {
             return Ok(authenticated);
         }
-        return Err(ApiError::bad_request(
-            "requested impersonation of groups, user extras or a uid without impersonating a user",
+        return Err(ApiError::filter_internal(
+            request_uri,
+            &format!(
+                "requested [{}] without impersonating a user",
+                requested_without_user(&groups, &extra, uid).join(" ")
+            ),
         ));
     };
-    let user = header_text("Impersonate-User", user)?;
     let asked =
         |group: &str, resource: &str, subresource: &str, namespace: &str, name: &str| Attributes {
             verb: "impersonate".into(),
@@ -142,7 +181,8 @@ mod tests {
     #[test]
     fn without_headers_the_authenticated_user_acts() {
         let admin = Identity::admin();
-        let identity = identity_of(admin.clone(), &HeaderMap::new(), &AllowAll).unwrap();
+        let identity =
+            identity_of(admin.clone(), &HeaderMap::new(), "/api/v1/pods", &AllowAll).unwrap();
         assert_eq!(identity, admin);
     }
 
@@ -152,6 +192,7 @@ mod tests {
         let identity = identity_of(
             gitsync,
             &headers(&[(USER, "system:serviceaccount:shop:deployer")]),
+            "/api/v1/pods",
             &AllowAll,
         )
         .unwrap();
@@ -174,6 +215,7 @@ mod tests {
         let error = identity_of(
             gitsync,
             &headers(&[(USER, "system:serviceaccount:shop:deployer")]),
+            "/api/v1/pods",
             &authorizer,
         )
         .unwrap_err();
@@ -185,7 +227,15 @@ mod tests {
             "{}",
             error.message
         );
-        assert!(identity_of(Identity::admin(), &headers(&[(GROUP, "g")]), &AllowAll).is_err());
+        assert!(
+            identity_of(
+                Identity::admin(),
+                &headers(&[(GROUP, "g")]),
+                "/api/v1/pods",
+                &AllowAll
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -202,11 +252,54 @@ mod tests {
                 ("impersonate-extra-example.com%2fteam", "a"),
                 ("impersonate-extra-example.com%2fteam", "b"),
             ]),
+            "/api/v1/pods",
             &AllowAll,
         )
         .unwrap();
         assert_eq!(identity.uid, "7");
         assert_eq!(identity.extra["example.com/team"], ["a", "b"]);
-        assert!(identity_of(Identity::admin(), &headers(&[(UID, "7")]), &AllowAll).is_err());
+        assert!(
+            identity_of(
+                Identity::admin(),
+                &headers(&[(UID, "7")]),
+                "/api/v1/pods",
+                &AllowAll
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn groups_extras_or_a_uid_without_a_user_are_kubes_plain_internal_error() {
+        let error = identity_of(
+            Identity::admin(),
+            &headers(&[
+                (GROUP, "devs"),
+                (UID, "7"),
+                ("impersonate-extra-scopes", "view"),
+                (USER, ""),
+            ]),
+            "/api/v1/namespaces/shop/pods?limit=1&x=<y>",
+            &AllowAll,
+        )
+        .unwrap_err();
+        assert_eq!((error.code, error.plain_text), (500, true));
+        assert_eq!(
+            error.message,
+            "Internal Server Error: \"/api/v1/namespaces/shop/pods?limit=1&amp;x=&lt;y&gt;\": requested [{Group  devs    } {UserExtra  view  authentication.k8s.io/v1  scopes} {UID  7  authentication.k8s.io/v1  }] without impersonating a user"
+        );
+    }
+
+    #[test]
+    fn an_empty_impersonate_user_header_impersonates_no_one() {
+        let admin = Identity::admin();
+        let identity = identity_of(
+            admin.clone(),
+            &headers(&[(USER, "")]),
+            "/api/v1/pods",
+            &AllowAll,
+        )
+        .unwrap();
+        assert_eq!(identity, admin);
     }
 }

@@ -6,6 +6,7 @@
 //! subresource keeps its status on main-resource writes and everything else on `/status`
 //! writes; `generation` moves only when something outside metadata and status changes.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -414,6 +415,21 @@ impl State {
         )
     }
 
+    /// The node ports held by the stored Services other than `key`, when `kind` is Service:
+    /// read from the store, so a deleted Service's ports are free again at once.
+    fn node_ports_in_use(&self, kind: &ResourceKind, key: &ObjectKey) -> BTreeSet<i64> {
+        if kind.custom || kind.id != ResourceId::new("", "services") {
+            return BTreeSet::new();
+        }
+        self.store
+            .list(&kind.id, None)
+            .filter(|(other, _)| *other != key)
+            .filter_map(|(_, service)| meta::lookup_path(service, "spec.ports")?.as_array())
+            .flatten()
+            .filter_map(|port| port.get("nodePort")?.as_i64())
+            .collect()
+    }
+
     /// Creates `object` as a `kind` in `url_namespace`.
     pub fn create(
         &mut self,
@@ -457,7 +473,8 @@ impl State {
         if kind.custom {
             self.admit_custom_resource(kind, &version, &mut object, None, options)?;
         }
-        strategy::on_create(kind, &mut object)?;
+        let in_use = self.node_ports_in_use(kind, &key);
+        strategy::on_create(kind, &mut object, &in_use)?;
         check_metadata(kind, &object)?;
         check_size(&object)?;
         let new_kind = kinds::prepare_create(kind, &self.registry, &mut object, &writer.now)?;
@@ -555,7 +572,8 @@ impl State {
         if kind.custom {
             self.admit_custom_resource(kind, &version, &mut new, Some(&old), options)?;
         }
-        strategy::on_update(kind, &old, &mut new)?;
+        let in_use = self.node_ports_in_use(kind, key);
+        strategy::on_update(kind, &old, &mut new, &in_use)?;
         check_metadata(kind, &new)?;
         check_size(&new)?;
         if kind.tracks_generation && spec_part(kind, &new) != spec_part(kind, &old) {

@@ -108,6 +108,9 @@ pub struct ApiError {
     pub reason: &'static str,
     pub message: String,
     pub details: Option<Value>,
+    /// Whether the answer is `message` as plain text rather than a `Status`, as kube-apiserver
+    /// answers failures of its filters that run before any API handler.
+    pub plain_text: bool,
 }
 
 fn details(resource: &ResourceId, name: &str) -> Value {
@@ -125,6 +128,7 @@ impl ApiError {
             reason,
             message: message.into(),
             details: None,
+            plain_text: false,
         }
     }
 
@@ -321,6 +325,18 @@ impl ApiError {
             format!("Internal error occurred: {what}"),
         )
         .with_details(json!({"causes": [{"message": what}]}))
+    }
+
+    /// 500 as kube-apiserver's filters write it, in plain text:
+    /// `Internal Server Error: "<request URI>": <what>`, with `&`, `<` and `>` escaped as HTML.
+    pub fn filter_internal(request_uri: &str, what: &str) -> ApiError {
+        let message = format!("Internal Server Error: {request_uri:?}: {what}")
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
+        let mut error = ApiError::new(500, "InternalError", message);
+        error.plain_text = true;
+        error
     }
 
     /// The `Status` object for this failure.

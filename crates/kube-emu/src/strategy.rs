@@ -7,6 +7,8 @@
 //! merged into `data`, the size limits of ConfigMaps and Secrets, and the fields that may not
 //! change (`immutable` ConfigMaps and Secrets, a Secret's `type`, a Service's cluster IP).
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
@@ -115,11 +117,6 @@ fn default_service(object: &mut Value) {
     if service_type == "LoadBalancer" {
         default_field(spec, "allocateLoadBalancerNodePorts", json!(true));
     }
-    // kube-apiserver allocates a node port for every port of a NodePort Service, and of a
-    // LoadBalancer Service unless it opts out.
-    let node_ports = service_type == "NodePort"
-        || (service_type == "LoadBalancer"
-            && spec.get("allocateLoadBalancerNodePorts") != Some(&json!(false)));
     if service_type != "ExternalName" {
         default_field(spec, "internalTrafficPolicy", json!("Cluster"));
         let ip = match spec.get("clusterIP").and_then(Value::as_str) {
@@ -138,9 +135,6 @@ fn default_service(object: &mut Value) {
             default_field(port, "protocol", json!("TCP"));
             let number = port.get("port").cloned().unwrap_or(Value::Null);
             default_field(port, "targetPort", number);
-            if node_ports && port.get("nodePort").is_none_or(|port| port == &json!(0)) {
-                port.insert("nodePort".into(), json!(allocate_node_port()));
-            }
         }
     }
     if let Some(status) = child(object, "status") {
@@ -148,10 +142,129 @@ fn default_service(object: &mut Value) {
     }
 }
 
-/// A port in kube's default node-port range, 30000-32767.
-fn allocate_node_port() -> u16 {
+/// kube's default node-port range.
+const NODE_PORT_RANGE: std::ops::RangeInclusive<i64> = 30000..=32767;
+
+/// Whether kube-apiserver gives `service`'s ports node ports: every port of a NodePort
+/// Service, and of a LoadBalancer Service unless it opts out.
+fn needs_node_ports(service: &Value) -> bool {
+    let spec = service.get("spec");
+    match spec
+        .and_then(|spec| spec.get("type"))
+        .and_then(Value::as_str)
+    {
+        Some("NodePort") => true,
+        Some("LoadBalancer") => {
+            spec.and_then(|spec| spec.get("allocateLoadBalancerNodePorts")) != Some(&json!(false))
+        }
+        _ => false,
+    }
+}
+
+/// The node port of each of `service`'s ports (0 where none is set), in order.
+fn node_ports_of(service: &Value) -> Vec<(String, i64)> {
+    meta::lookup_path(service, "spec.ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|port| {
+            let name = port.get("name").and_then(Value::as_str).unwrap_or_default();
+            let number = port.get("nodePort").and_then(Value::as_i64).unwrap_or(0);
+            (name.to_owned(), number)
+        })
+        .collect()
+}
+
+/// Gives each port of `service` that needs a node port one no other Service holds
+/// (`in_use`), as kube-apiserver's allocator does. A port the user chose must be in range
+/// and free; on an update (`old`), a port left out keeps the node port its namesake held, and
+/// the ports `old` already held stay its own.
+fn assign_node_ports(
+    kind: &ResourceKind,
+    service: &mut Value,
+    old: Option<&Value>,
+    in_use: &BTreeSet<i64>,
+) -> Result<(), ApiError> {
+    if !needs_node_ports(service) {
+        return Ok(());
+    }
+    let mut wanted = node_ports_of(service);
+    let held: BTreeSet<i64> = old
+        .filter(|old| needs_node_ports(old))
+        .map(|old| {
+            node_ports_of(old)
+                .into_iter()
+                .map(|(_, port)| port)
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(old) = old.filter(|old| needs_node_ports(old)) {
+        // kube patches the old values in by port name, unless another port now uses them.
+        let kept: BTreeSet<i64> = wanted
+            .iter()
+            .map(|(_, port)| *port)
+            .filter(|port| held.contains(port))
+            .collect();
+        let by_name: BTreeMap<String, i64> = node_ports_of(old).into_iter().collect();
+        for (name, port) in wanted.iter_mut().filter(|(_, port)| *port == 0) {
+            if let Some(previous) = by_name
+                .get(name)
+                .filter(|previous| !kept.contains(previous))
+            {
+                *port = *previous;
+            }
+        }
+    }
+    let mut causes = Vec::new();
+    for (index, (_, port)) in wanted.iter().enumerate() {
+        if *port == 0 || held.contains(port) {
+            continue;
+        }
+        let why = if !NODE_PORT_RANGE.contains(port) {
+            format!(
+                "provided port is not in the valid range. The range of valid ports is {}-{}",
+                NODE_PORT_RANGE.start(),
+                NODE_PORT_RANGE.end()
+            )
+        } else if in_use.contains(port) {
+            "provided port is already allocated".to_owned()
+        } else {
+            continue;
+        };
+        causes.push(Cause::invalid(
+            format!("spec.ports[{index}].nodePort"),
+            &json!(port),
+            &why,
+        ));
+    }
+    invalid(kind, service, causes)?;
+    let mut taken: BTreeSet<i64> = in_use.clone();
+    taken.extend(wanted.iter().map(|(_, port)| *port));
+    for (_, port) in wanted.iter_mut().filter(|(_, port)| *port == 0) {
+        *port = allocate_node_port(&taken)?;
+        taken.insert(*port);
+    }
+    let ports = service
+        .get_mut("spec")
+        .and_then(|spec| spec.get_mut("ports"))
+        .and_then(Value::as_array_mut);
+    for (port, (_, number)) in ports.into_iter().flatten().zip(wanted) {
+        if let Some(port) = port.as_object_mut() {
+            port.insert("nodePort".into(), json!(number));
+        }
+    }
+    Ok(())
+}
+
+/// A free port of the node-port range, from a random start as kube's allocator picks.
+fn allocate_node_port(taken: &BTreeSet<i64>) -> Result<i64, ApiError> {
+    let size = NODE_PORT_RANGE.end() - NODE_PORT_RANGE.start() + 1;
     let bytes = uuid::Uuid::new_v4().into_bytes();
-    30000 + u16::from_be_bytes([bytes[0], bytes[1]]) % 2768
+    let start = i64::from(u16::from_be_bytes([bytes[0], bytes[1]])) % size;
+    (0..size)
+        .map(|step| NODE_PORT_RANGE.start() + (start + step) % size)
+        .find(|port| !taken.contains(port))
+        .ok_or_else(|| ApiError::internal("failed to allocate a nodePort: range is full"))
 }
 
 /// kube-apiserver's Job defaults, and the selector its strategy generates from the Job's uid
@@ -166,7 +279,12 @@ fn default_job(object: &mut Value) {
         spec.insert("completions".into(), json!(1));
     }
     default_field(spec, "parallelism", json!(1));
-    default_field(spec, "backoffLimit", json!(6));
+    // With per-index limits the Job-wide limit steps aside: kube defaults it to MaxInt32.
+    let per_index = spec
+        .get("backoffLimitPerIndex")
+        .is_some_and(|limit| !limit.is_null());
+    let backoff_limit = if per_index { i32::MAX } else { 6 };
+    default_field(spec, "backoffLimit", json!(backoff_limit));
     default_field(spec, "completionMode", json!("NonIndexed"));
     default_field(spec, "suspend", json!(false));
     let replacement = if spec
@@ -293,8 +411,13 @@ fn is_config_map_or_secret(kind: &ResourceKind) -> bool {
     is(kind, "", "ConfigMap") || is(kind, "", "Secret")
 }
 
-/// Defaults and checks of a new object of a built-in kind.
-pub fn on_create(kind: &ResourceKind, object: &mut Value) -> Result<(), ApiError> {
+/// Defaults and checks of a new object of a built-in kind; `node_ports_in_use` are the node
+/// ports other Services hold.
+pub fn on_create(
+    kind: &ResourceKind,
+    object: &mut Value,
+    node_ports_in_use: &BTreeSet<i64>,
+) -> Result<(), ApiError> {
     if kind.custom {
         return Ok(());
     }
@@ -317,6 +440,7 @@ pub fn on_create(kind: &ResourceKind, object: &mut Value) -> Result<(), ApiError
         }
     } else if is(kind, "", "Service") {
         default_service(object);
+        assign_node_ports(kind, object, None, node_ports_in_use)?;
     } else if is(kind, "batch", "Job") {
         default_job(object);
     } else if is(kind, "scheduling.k8s.io", "PriorityClass") {
@@ -409,8 +533,14 @@ fn workload_defaults(kind: &ResourceKind) -> Option<fn(&mut Map<String, Value>)>
 
 const IMMUTABLE_WHEN_SET: &str = "field is immutable when `immutable` is set";
 
-/// Defaults and checks of an update of a built-in kind (`old` is the stored object).
-pub fn on_update(kind: &ResourceKind, old: &Value, new: &mut Value) -> Result<(), ApiError> {
+/// Defaults and checks of an update of a built-in kind (`old` is the stored object;
+/// `node_ports_in_use` the node ports other Services hold).
+pub fn on_update(
+    kind: &ResourceKind,
+    old: &Value,
+    new: &mut Value,
+    node_ports_in_use: &BTreeSet<i64>,
+) -> Result<(), ApiError> {
     if kind.custom {
         return Ok(());
     }
@@ -479,6 +609,7 @@ pub fn on_update(kind: &ResourceKind, old: &Value, new: &mut Value) -> Result<()
         if let Some(old_ips) = meta::lookup_path(old, "spec.clusterIPs") {
             default_field(spec, "clusterIPs", old_ips.clone());
         }
+        assign_node_ports(kind, new, Some(old), node_ports_in_use)?;
     }
     Ok(())
 }
@@ -498,20 +629,26 @@ mod tests {
     #[test]
     fn a_pod_starts_pending_and_a_service_gets_a_cluster_ip() {
         let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}});
-        on_create(&kind("", "pods"), &mut pod).expect("valid");
+        on_create(&kind("", "pods"), &mut pod, &BTreeSet::new()).expect("valid");
         assert_eq!(pod["status"]["phase"], "Pending");
         assert_eq!(
             pod["spec"]["containers"][0]["imagePullPolicy"],
             "IfNotPresent"
         );
         let mut service = json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}});
-        on_create(&kind("", "services"), &mut service).expect("valid");
+        on_create(&kind("", "services"), &mut service, &BTreeSet::new()).expect("valid");
         let ip = service["spec"]["clusterIP"].as_str().expect("an address");
         assert!(ip.starts_with("10."), "{ip}");
         assert_eq!(service["spec"]["ports"][0]["targetPort"], 80);
         let mut moved = service.clone();
         moved["spec"]["clusterIP"] = json!("10.0.0.1");
-        let error = on_update(&kind("", "services"), &service, &mut moved).expect_err("immutable");
+        let error = on_update(
+            &kind("", "services"),
+            &service,
+            &mut moved,
+            &BTreeSet::new(),
+        )
+        .expect_err("immutable");
         assert!(
             error.message.contains("spec.clusterIPs[0]"),
             "{}",
@@ -524,13 +661,14 @@ mod tests {
         let secrets = kind("", "secrets");
         let mut secret =
             json!({"metadata": {"name": "s"}, "stringData": {"a": "b"}, "immutable": true});
-        on_create(&secrets, &mut secret).expect("valid");
+        on_create(&secrets, &mut secret, &BTreeSet::new()).expect("valid");
         assert_eq!(secret["data"]["a"], "Yg==");
         assert!(secret.get("stringData").is_none());
         assert_eq!(secret["type"], "Opaque");
         let mut changed = secret.clone();
         changed["data"]["a"] = json!("Yw==");
-        let error = on_update(&secrets, &secret, &mut changed).expect_err("immutable");
+        let error =
+            on_update(&secrets, &secret, &mut changed, &BTreeSet::new()).expect_err("immutable");
         assert_eq!(
             error.message,
             "Secret \"s\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
@@ -540,7 +678,8 @@ mod tests {
     #[test]
     fn config_maps_hold_at_most_one_mebibyte() {
         let mut big = json!({"metadata": {"name": "big"}, "data": {"a": "x".repeat(1024 * 1024)}});
-        let error = on_create(&kind("", "configmaps"), &mut big).expect_err("too big");
+        let error =
+            on_create(&kind("", "configmaps"), &mut big, &BTreeSet::new()).expect_err("too big");
         assert_eq!(
             error.message,
             "ConfigMap \"big\" is invalid: []: Too long: may not be more than 1048576 bytes"

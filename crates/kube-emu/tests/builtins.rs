@@ -302,3 +302,135 @@ async fn objects_over_one_and_a_half_mebibytes_are_not_stored() {
         "Internal error occurred: etcdserver: request is too large"
     );
 }
+
+fn node_port_service(name: &str, ports: Value) -> Service {
+    from_json(json!({"metadata": {"name": name},
+        "spec": {"type": "NodePort", "selector": {"app": name}, "ports": ports}}))
+}
+
+fn node_ports(service: &Service) -> Vec<i32> {
+    service
+        .spec
+        .iter()
+        .flat_map(|spec| spec.ports.iter().flatten())
+        .filter_map(|port| port.node_port)
+        .collect()
+}
+
+#[tokio::test]
+async fn node_ports_are_held_by_one_service_at_a_time_and_kept_across_updates() {
+    let (_emu, client) = start().await;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let chosen = create(
+        &services,
+        &node_port_service(
+            "chosen",
+            json!([{"name": "http", "port": 80, "nodePort": 30080}]),
+        ),
+    )
+    .await;
+    assert_eq!(node_ports(&chosen), [30080]);
+    let status = api_status(
+        services
+            .create(
+                &PostParams::default(),
+                &node_port_service("copycat", json!([{"port": 80, "nodePort": 30080}])),
+            )
+            .await
+            .expect_err("30080 is taken"),
+    );
+    assert_eq!(
+        (status.code, status.message.as_str()),
+        (
+            422,
+            "Service \"copycat\" is invalid: spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated"
+        )
+    );
+    let status = api_status(
+        services
+            .create(
+                &PostParams::default(),
+                &node_port_service("low", json!([{"port": 80, "nodePort": 80}])),
+            )
+            .await
+            .expect_err("out of range"),
+    );
+    assert!(
+        status.message.ends_with(
+            "provided port is not in the valid range. The range of valid ports is 30000-32767"
+        ),
+        "{}",
+        status.message
+    );
+
+    // Allocated ports never collide: with all but two of the range held, two Services of
+    // one port each get exactly the two free ones.
+    let free = [30000, 32767];
+    let emu_ports: Vec<Value> = (30001..32767)
+        .filter(|port| *port != 30080)
+        .map(|port| json!({"name": format!("p{port}"), "port": port, "nodePort": port}))
+        .collect();
+    create(
+        &services,
+        &node_port_service("filler", Value::from(emu_ports)),
+    )
+    .await;
+    let first = create(
+        &services,
+        &node_port_service("first", json!([{"port": 80}])),
+    )
+    .await;
+    let second = create(
+        &services,
+        &node_port_service("second", json!([{"port": 80}])),
+    )
+    .await;
+    let mut allocated = [node_ports(&first), node_ports(&second)].concat();
+    allocated.sort();
+    assert_eq!(allocated, free);
+
+    // An update that leaves the port out keeps it; a delete frees it.
+    let mut without_port = chosen.clone();
+    if let Some(port) = without_port
+        .spec
+        .as_mut()
+        .and_then(|spec| spec.ports.as_mut())
+        .and_then(|ports| ports.first_mut())
+    {
+        port.node_port = None;
+    }
+    let replaced = services
+        .replace("chosen", &PostParams::default(), &without_port)
+        .await
+        .expect("replaced");
+    assert_eq!(node_ports(&replaced), [30080]);
+    services
+        .delete("chosen", &Default::default())
+        .await
+        .expect("deleted");
+    let reused = create(
+        &services,
+        &node_port_service("reused", json!([{"port": 80, "nodePort": 30080}])),
+    )
+    .await;
+    assert_eq!(node_ports(&reused), [30080]);
+}
+
+#[tokio::test]
+async fn a_job_with_per_index_backoff_limits_defaults_its_backoff_limit_to_max_int32() {
+    let (_emu, client) = start().await;
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client, "default");
+    let job = |name: &str, per_index: Option<i32>| {
+        from_json(json!({"metadata": {"name": name},
+            "spec": {"completionMode": "Indexed", "completions": 2, "backoffLimitPerIndex": per_index,
+                     "template": {"spec": {"restartPolicy": "Never",
+                                           "containers": [{"name": "c", "image": "busybox"}]}}}}))
+    };
+    let per_index = create(&jobs, &job("per-index", Some(1))).await;
+    assert_eq!(
+        per_index.spec.and_then(|spec| spec.backoff_limit),
+        Some(i32::MAX)
+    );
+    let plain = create(&jobs, &job("plain", None)).await;
+    assert_eq!(plain.spec.and_then(|spec| spec.backoff_limit), Some(6));
+}

@@ -95,24 +95,20 @@ fn confirm_against(write: &RbacWrite<'_>, store: &Store) -> Result<(), ApiError>
                 .get("name")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let role = match kind {
-                "Role" => store.get(&super::roles(), &ObjectKey::new(write.namespace, role_name)),
-                "ClusterRole" => store.get(&super::cluster_roles(), &ObjectKey::new("", role_name)),
+            // kube-apiserver hands the role lookup's own error back unchanged: a missing role
+            // is its 404, an unknown kind a plain error the handler turns into a 500.
+            let role_id = match kind {
+                "Role" => super::roles(),
+                "ClusterRole" => super::cluster_roles(),
                 other => {
-                    return Err(forbidden(&format!(
+                    return Err(ApiError::internal(&format!(
                         "unsupported role reference kind: \"{other}\""
                     )));
                 }
             };
-            let Some(role) = role else {
-                let plural = if kind == "Role" {
-                    "roles"
-                } else {
-                    "clusterroles"
-                };
-                return Err(forbidden(&format!(
-                    "{plural}.{GROUP} \"{role_name}\" not found"
-                )));
+            let role_namespace = if kind == "Role" { write.namespace } else { "" };
+            let Some(role) = store.get(&role_id, &ObjectKey::new(role_namespace, role_name)) else {
+                return Err(ApiError::not_found(&role_id, role_name));
             };
             super::rules_of(role)
         }
@@ -196,21 +192,17 @@ fn exempt(write: &RbacWrite<'_>, authorizer: &dyn Authorizer) -> bool {
     authorizer.authorize(write.identity, &attributes).allowed
 }
 
-/// Whether `old` and `new` differ only in what the garbage collector writes (and what the
-/// server itself keeps), as kube-apiserver's `IsOnlyMutatingGCFields` judges an update.
+/// Whether `old` and `new` differ only in what the garbage collector writes, as
+/// kube-apiserver's `IsOnlyMutatingGCFields` judges an update: every other field, the
+/// server's own metadata (resourceVersion, uid, ...) included, must be equal.
 fn only_gc_fields_differ(old: &Value, new: &Value) -> bool {
     let strip = |object: &Value| {
         let mut object = object.clone();
         if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-            for field in [
-                "ownerReferences",
-                "finalizers",
-                "managedFields",
-                "resourceVersion",
-                "generation",
-                "creationTimestamp",
-                "uid",
-            ] {
+            // managedFields are not the request's to decide: kube's field manager rewrites them
+            // before this comparison (keeping the live ones when a request leaves them out), and
+            // the emulator records them only when it stores the object.
+            for field in ["ownerReferences", "finalizers", "managedFields"] {
                 metadata.remove(field);
             }
         }
@@ -336,18 +328,18 @@ fn uncovered(owned: &[PolicyRule], granted: &[PolicyRule]) -> Vec<PolicyRule> {
         .collect()
 }
 
-/// The missing pieces as kube lists them: pieces of one group and resource without names
-/// merged into one rule of several verbs, each in kube's compact form, sorted, once each.
+/// The missing pieces as kube lists them (its `CompactRules`): pieces of one group, one
+/// resource and at most one name merged into one rule of several verbs, each in kube's compact
+/// form, sorted, once each.
 fn describe(missing: &[PolicyRule]) -> Vec<String> {
     let mut compacted: Vec<PolicyRule> = Vec::new();
     for piece in missing {
-        let simple = piece.resource_names.is_empty() && piece.non_resource_urls.is_empty();
-        let merged = simple
+        let merged = is_simple(piece)
             && compacted.iter_mut().any(|rule| {
-                let same = rule.resource_names.is_empty()
-                    && rule.non_resource_urls.is_empty()
+                let same = is_simple(rule)
                     && rule.api_groups == piece.api_groups
-                    && rule.resources == piece.resources;
+                    && rule.resources == piece.resources
+                    && rule.resource_names == piece.resource_names;
                 if same {
                     rule.verbs.extend(piece.verbs.iter().cloned());
                 }
@@ -361,6 +353,15 @@ fn describe(missing: &[PolicyRule]) -> Vec<String> {
     descriptions.sort();
     descriptions.dedup();
     descriptions
+}
+
+/// A rule kube's `CompactRules` may merge with others: one group, one resource, at most one
+/// name, no URLs.
+fn is_simple(rule: &PolicyRule) -> bool {
+    rule.api_groups.len() == 1
+        && rule.resources.len() == 1
+        && rule.resource_names.len() <= 1
+        && rule.non_resource_urls.is_empty()
 }
 
 /// kube's `PolicyRule.CompactString`.
@@ -439,19 +440,43 @@ mod tests {
     }
 
     #[test]
-    fn missing_named_rules_stay_one_a_name_and_go_quotes_like_go() {
-        let missing = break_down(
+    fn missing_rules_merge_verbs_per_group_resource_and_single_name_as_kube_compacts() {
+        let missing = uncovered(
+            &[],
             &rules(json!([
                 {"verbs": ["get", "delete"], "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["x"]},
-            ]))[0],
+                {"verbs": ["patch"], "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["y"]},
+                {"verbs": ["list"], "apiGroups": [""], "resources": ["secrets"]},
+                {"verbs": ["update"], "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["x"]},
+            ])),
         );
         assert_eq!(
             describe(&missing),
             [
-                "{APIGroups:[\"\"], Resources:[\"secrets\"], ResourceNames:[\"x\"], Verbs:[\"delete\"]}",
-                "{APIGroups:[\"\"], Resources:[\"secrets\"], ResourceNames:[\"x\"], Verbs:[\"get\"]}",
+                "{APIGroups:[\"\"], Resources:[\"secrets\"], ResourceNames:[\"x\"], Verbs:[\"get\" \"delete\" \"update\"]}",
+                "{APIGroups:[\"\"], Resources:[\"secrets\"], ResourceNames:[\"y\"], Verbs:[\"patch\"]}",
+                "{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"list\"]}",
             ]
         );
         assert_eq!(go_quote("a\"b\\"), "\"a\\\"b\\\\\"");
+    }
+
+    #[test]
+    fn only_owner_references_and_finalizers_make_a_gc_update() {
+        let old = json!({"metadata": {"name": "r", "resourceVersion": "7", "uid": "u1",
+                         "finalizers": ["a"]}, "rules": []});
+        let gc = json!({"metadata": {"name": "r", "resourceVersion": "7", "uid": "u1",
+                        "ownerReferences": [{"name": "o"}]}, "rules": []});
+        assert!(only_gc_fields_differ(&old, &gc));
+        for (field, value) in [
+            ("resourceVersion", json!("6")),
+            ("uid", json!("u2")),
+            ("generation", json!(3)),
+            ("creationTimestamp", json!("2026-01-01T00:00:00Z")),
+        ] {
+            let mut changed = gc.clone();
+            changed["metadata"][field] = value;
+            assert!(!only_gc_fields_differ(&old, &changed), "{field}");
+        }
     }
 }
