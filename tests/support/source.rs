@@ -149,7 +149,10 @@ mod tests {
         let leases = Need::NoInstalledArbor("the arbor-system Leases")
             .missing_from(&cluster)
             .unwrap();
-        assert!(leases.starts_with("takes over the arbor-system Leases"), "{leases}");
+        assert!(
+            leases.starts_with("takes over the arbor-system Leases"),
+            "{leases}"
+        );
         assert_eq!(Need::ReachableWebhook.missing_from(&cluster), None);
     }
 

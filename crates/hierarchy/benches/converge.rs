@@ -128,9 +128,9 @@ async fn measure(layout: Layout, count: usize) -> Result<Figures> {
             domain: keys.domain().to_owned(),
             config,
             reporter: kube::runtime::events::Reporter {
-                    controller: arbor_api::keys::HIERARCHY_FIELD_MANAGER.into(),
-                    instance: None,
-                },
+                controller: arbor_api::keys::HIERARCHY_FIELD_MANAGER.into(),
+                instance: None,
+            },
         },
         Metrics::default(),
         CancellationToken::new(),

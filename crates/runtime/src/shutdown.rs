@@ -110,14 +110,20 @@ impl Shutdown {
     pub async fn drain(&self) -> Drained {
         self.token.cancelled().await;
         self.tasks.close();
-        if tokio::time::timeout(self.grace, self.tasks.wait()).await.is_err() {
+        if tokio::time::timeout(self.grace, self.tasks.wait())
+            .await
+            .is_err()
+        {
             let still_running = self.tasks.len();
             tracing::warn!(still_running, grace = ?self.grace, "grace period over; exiting with work in flight, leaving the Lease to expire rather than releasing it under a running writer");
             return Drained::TimedOut { still_running };
         }
         self.release.cancel();
         self.releases.close();
-        if tokio::time::timeout(self.grace, self.releases.wait()).await.is_err() {
+        if tokio::time::timeout(self.grace, self.releases.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!(grace = ?self.grace, "releasing did not finish within the grace period");
         }
         Drained::Completed
