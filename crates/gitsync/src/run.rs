@@ -223,10 +223,7 @@ pub async fn start(
     let ready = component.readiness().gate("gitsync-controllers");
     component.serve_admin().await?;
     let gate = component.campaign();
-    let led = gate.acquired().await;
-    if led != Ok(true) {
-        component.shutdown().drain().await;
-        led?;
+    if !gate.acquired_or_drained().await? {
         return Ok(None);
     }
     let token = component.shutdown().token();

@@ -34,10 +34,7 @@ pub async fn run(args: Args) -> Result<(), RunError> {
     component.serve_admin().await?;
 
     let gate = component.campaign();
-    let led = gate.acquired().await;
-    if led != Ok(true) {
-        component.shutdown().drain().await;
-        led?;
+    if !gate.acquired_or_drained().await? {
         return Ok(());
     }
     let settings = Settings {

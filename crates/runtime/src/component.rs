@@ -294,6 +294,18 @@ impl LeaseGate {
         }
     }
 
+    /// [`LeaseGate::acquired`] for a binary that waits for the Lease before it starts its
+    /// work: when this replica will not lead (a stop, or a dead campaign), shutdown is drained
+    /// before the answer, so the caller only has to return it. Not for a task that shutdown
+    /// itself tracks, which the drain would wait for.
+    pub async fn acquired_or_drained(&self) -> Result<bool, LostLease> {
+        let led = self.acquired().await;
+        if led != Ok(true) {
+            self.shutdown.drain().await;
+        }
+        led
+    }
+
     /// Waits while this replica may go on: `Ok` once shutdown starts; on a lost Lease, logs
     /// why, starts shutdown so every loop stops reconciling, and returns [`LostLease`] for the
     /// binary to exit non-zero with.
