@@ -10,6 +10,7 @@
 //! - [`process`]: a child process whose output goes to a log file, which can be waited on for
 //!   a log line or a port, and which is stopped (SIGTERM, then SIGKILL) when dropped;
 //! - [`binaries`]: the workspace's binaries in `target/<profile>/`, next to the running one;
+//! - [`memory`]: a running process's peak and current resident memory, from `/proc`;
 //! - [`tls`]: a certificate authority and one mutual-TLS identity per component, as files;
 //! - [`cluster`]: applying YAML to a cluster, and bounded polling;
 //! - [`system`]: `arbor-kube-emu` and the four controllers as processes, wired to each other
@@ -29,6 +30,7 @@ pub mod cluster;
 mod error;
 pub mod git_http;
 pub mod git_repo;
+pub mod memory;
 pub mod ports;
 pub mod process;
 pub mod release;
