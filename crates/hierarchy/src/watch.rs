@@ -6,6 +6,13 @@
 //! replaces the kind's entries wholesale, so objects deleted while the watch was down (or the
 //! controller stopped) disappear from the index as they should. When every watch has listed
 //! once, the caches are synced: reconciles wait for that.
+//!
+//! Objects of the watched kinds and SubNamespaces lose their managedFields as they come off
+//! the watch ([`without_managed_fields`]), before a relist buffers them and before the index
+//! keeps them: nothing the hierarchy decides reads them (a copy is built from the source's
+//! content and compared on the fields it sets), and they are often the larger part of a small
+//! object. Namespaces keep theirs until [`namespace_state`] has read which keys the
+//! propagating managers hold.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -256,9 +263,15 @@ pub fn watch_names(kinds: &WatchedKinds) -> Vec<String> {
     names
 }
 
+/// Drops what the server keeps about who wrote which field.
+pub fn without_managed_fields(object: &mut DynamicObject) {
+    object.metadata.managed_fields = None;
+}
+
 fn spawn<K, F>(
     name: String,
     api: Api<K>,
+    trim: fn(&mut K),
     feed: F,
     setup: &WatchSetup,
     sync: &SyncTracker,
@@ -267,7 +280,9 @@ where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
     F: Feed<K>,
 {
-    let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let events = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(trim);
     tokio::spawn(follow(name, events, feed, setup.clone(), sync.clone()))
 }
 
@@ -278,6 +293,8 @@ pub fn spawn_all(setup: &WatchSetup, sync: &SyncTracker) -> Vec<tokio::task::Joi
         spawn(
             "namespaces".into(),
             Api::<Namespace>::all(client()),
+            // Kept: the propagated keys are read from them.
+            |_| {},
             NamespaceFeed {
                 propagators: propagators(setup.index.keys().domain()),
             },
@@ -287,6 +304,7 @@ pub fn spawn_all(setup: &WatchSetup, sync: &SyncTracker) -> Vec<tokio::task::Joi
         spawn(
             "subnamespaces".into(),
             Api::<DynamicObject>::all_with(client(), &setup.sub_namespaces),
+            without_managed_fields,
             SubNamespaceFeed,
             setup,
             sync,
@@ -295,7 +313,14 @@ pub fn spawn_all(setup: &WatchSetup, sync: &SyncTracker) -> Vec<tokio::task::Joi
     for (group_kind, resource) in setup.kinds.iter() {
         let api = Api::<DynamicObject>::all_with(client(), resource);
         let feed = ObjectFeed(group_kind.clone());
-        tasks.push(spawn(kind_watch_name(group_kind), api, feed, setup, sync));
+        tasks.push(spawn(
+            kind_watch_name(group_kind),
+            api,
+            without_managed_fields,
+            feed,
+            setup,
+            sync,
+        ));
     }
     tasks
 }

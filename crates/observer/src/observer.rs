@@ -265,7 +265,9 @@ impl Observer {
         }
     }
 
-    /// The live object as JSON, with the identity fields a watch may leave out.
+    /// The live object as JSON, with the identity fields a watch may leave out and without
+    /// its managedFields: an observer keeps its objects for as long as it runs, and who wrote
+    /// which field is never observed, while it can be as large as the rest of the object.
     fn complete(&self, index: usize, object: &kube::core::DynamicObject) -> Result<Value, Error> {
         let id = &self.spec.schema.resources[index].id;
         let mut value = serde_json::to_value(object).map_err(|source| Error::Encode {
@@ -275,6 +277,9 @@ impl Observer {
         if let Value::Object(fields) = &mut value {
             fields.insert("apiVersion".into(), id.api_version.clone().into());
             fields.insert("kind".into(), id.kind.clone().into());
+            if let Some(Value::Object(metadata)) = fields.get_mut("metadata") {
+                metadata.remove("managedFields");
+            }
         }
         Ok(value)
     }

@@ -1,13 +1,15 @@
 //! Test support for Arbor: the system on one machine from [`arbor_demo`] (processes, the
 //! loopback git server, certificates, the whole system on arbor-kube-emu), re-exported under
-//! the names the tests use, and what only tests need on top of it:
+//! the names the tests use, and what only tests and benchmarks need on top of it:
 //!
 //! - [`release`]: the running system published in the emulator as the Helm chart's release
 //!   would look (Services, ready pods whose ports the emulator port-forwards to the processes,
-//!   the operators' certificate Secret), for arborctl's way in through a kubeconfig alone.
+//!   the operators' certificate Secret), for arborctl's way in through a kubeconfig alone;
+//! - [`memory`]: a running process's peak and current resident memory, from `/proc`.
 //!
 //! A dev-dependency only: no binary links it.
 
+pub mod memory;
 pub mod release;
 
 pub use arbor_demo::{

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
@@ -25,11 +26,12 @@ pub trait GitTrackLocator: Send + Sync {
     fn namespace_of(&self, uid: &str) -> Option<String>;
 }
 
-/// Every GitTrack of the cluster, from a reflector; decoded loosely, so a GitTrack whose spec
-/// does not decode is still located.
+/// Every GitTrack of the cluster, from a reflector of their metadata, of which only the
+/// namespace, name and uid are kept: a GitTrack whose spec does not decode is still located,
+/// and the spec, status and managedFields of every GitTrack are not held.
 #[derive(Clone)]
 pub struct WatchedGitTracks {
-    store: Store<DynamicObject>,
+    store: Store<PartialObjectMeta<DynamicObject>>,
 }
 
 impl std::fmt::Debug for WatchedGitTracks {
@@ -44,12 +46,14 @@ impl WatchedGitTracks {
     /// Starts the reflector on a task that ends with `shutdown`.
     pub fn start(client: Client, shutdown: CancellationToken) -> Self {
         let resource = ApiResource::erase::<arbor_api::GitTrack>(&());
-        let writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
+        let writer =
+            reflector::store::Writer::<PartialObjectMeta<DynamicObject>>::new(resource.clone());
         let store = writer.as_reader();
         crate::tree::spawn_reflector(
-            Api::<DynamicObject>::all_with(client, &resource),
+            Api::<PartialObjectMeta<DynamicObject>>::all_with(client, &resource),
             resource,
             writer,
+            crate::tree::keep_identity,
             Arc::new(AtomicU64::new(0)),
             shutdown,
         );

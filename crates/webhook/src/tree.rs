@@ -7,6 +7,12 @@
 //! and its namespace's, and a namespace of that name cannot be made somewhere else meanwhile.
 //! A SubNamespace whose name is taken by another namespace changes nothing (that namespace is
 //! never taken over).
+//!
+//! The tree needs the names, labels and annotations of namespaces and the names of
+//! SubNamespaces, nothing else, so both reflectors watch metadata only
+//! (`PartialObjectMeta`), and what they keep is cut down further before it is stored
+//! ([`keep_labels`], [`keep_identity`]): managedFields alone can be larger than the rest of an
+//! object, and at a thousand namespaces they were most of what the webhook held.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,6 +22,7 @@ use arbor_policy::propagation::{NamespaceState, NamespaceTree, SubNamespace};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::DynamicObject;
+use kube::core::{ObjectMeta, PartialObjectMeta};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -53,9 +60,11 @@ type BuiltTree = (u64, Arc<NamespaceTree>);
 #[derive(Clone)]
 pub struct ClusterTree {
     keys: Keys,
-    namespaces: Store<Namespace>,
-    /// SubNamespaces in the group of the key domain, read as they are (spec optional).
-    sub_namespaces: Store<DynamicObject>,
+    /// Namespaces: name, labels and annotations.
+    namespaces: Store<PartialObjectMeta<Namespace>>,
+    /// SubNamespaces in the group of the key domain: their names (the spec is not needed, and
+    /// not read, so a SubNamespace of any shape counts).
+    sub_namespaces: Store<PartialObjectMeta<DynamicObject>>,
     generation: Arc<AtomicU64>,
     cached: Arc<Mutex<Option<BuiltTree>>>,
 }
@@ -87,20 +96,23 @@ impl ClusterTree {
     ) -> (Self, impl Future<Output = Result<(), ReflectorError>>) {
         let (namespaces, namespace_writer) = reflector::store();
         let sub_api = arbor_api::SubNamespaceApi::for_domain(keys.domain()).api_resource();
-        let sub_writer = reflector::store::Writer::<DynamicObject>::new(sub_api.clone());
+        let sub_writer =
+            reflector::store::Writer::<PartialObjectMeta<DynamicObject>>::new(sub_api.clone());
         let sub_namespaces = sub_writer.as_reader();
         let generation = Arc::new(AtomicU64::new(0));
         spawn_reflector(
-            Api::<Namespace>::all(client.clone()),
+            Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
             (),
             namespace_writer,
+            keep_labels,
             generation.clone(),
             shutdown.clone(),
         );
         spawn_reflector(
-            Api::<DynamicObject>::all_with(client, &sub_api),
+            Api::<PartialObjectMeta<DynamicObject>>::all_with(client, &sub_api),
             sub_api,
             sub_writer,
+            keep_identity,
             generation.clone(),
             shutdown,
         );
@@ -160,14 +172,39 @@ impl ClusterTree {
     }
 }
 
+/// Namespace metadata as the tree reads it: name, labels and annotations.
+pub fn keep_labels(meta: &mut ObjectMeta) {
+    *meta = ObjectMeta {
+        name: meta.name.take(),
+        labels: meta.labels.take(),
+        annotations: meta.annotations.take(),
+        resource_version: meta.resource_version.take(),
+        ..ObjectMeta::default()
+    };
+}
+
+/// Metadata that only names an object: namespace, name and uid.
+pub fn keep_identity(meta: &mut ObjectMeta) {
+    *meta = ObjectMeta {
+        name: meta.name.take(),
+        namespace: meta.namespace.take(),
+        uid: meta.uid.take(),
+        resource_version: meta.resource_version.take(),
+        ..ObjectMeta::default()
+    };
+}
+
+/// Runs a reflector of the metadata of `api`'s objects into `writer`, each cut down by `keep`
+/// before it is stored.
 pub(crate) fn spawn_reflector<K>(
-    api: Api<K>,
+    api: Api<PartialObjectMeta<K>>,
     dyntype: K::DynamicType,
-    writer: reflector::store::Writer<K>,
+    writer: reflector::store::Writer<PartialObjectMeta<K>>,
+    keep: fn(&mut ObjectMeta),
     generation: Arc<AtomicU64>,
     shutdown: CancellationToken,
 ) where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
 {
     let kind = K::kind(&dyntype).into_owned();
@@ -175,6 +212,7 @@ pub(crate) fn spawn_reflector<K>(
     // comes out of `reflect`, so bumping the generation afterwards never hides a change.
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
+        .modify(move |object| keep(&mut object.metadata))
         .reflect(writer);
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -227,6 +265,46 @@ pub fn with_pending(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn full_meta() -> ObjectMeta {
+        serde_json::from_value(serde_json::json!({
+            "name": "team-dev", "namespace": "team", "uid": "u1", "resourceVersion": "7",
+            "labels": {"arbor.dev/parent": "team"},
+            "annotations": {"note": "kept for the tree"},
+            "finalizers": ["kubernetes"],
+            "managedFields": [{"manager": "kubectl", "operation": "Apply",
+                               "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn namespace_metadata_keeps_what_the_tree_reads() {
+        let mut meta = full_meta();
+        keep_labels(&mut meta);
+        assert_eq!(meta.name.as_deref(), Some("team-dev"));
+        assert_eq!(meta.labels, full_meta().labels);
+        assert_eq!(meta.annotations, full_meta().annotations);
+        assert_eq!(meta.managed_fields, None);
+        assert_eq!(meta.finalizers, None);
+    }
+
+    #[test]
+    fn identity_metadata_keeps_namespace_name_and_uid_only() {
+        let mut meta = full_meta();
+        keep_identity(&mut meta);
+        assert_eq!(
+            (
+                meta.namespace.as_deref(),
+                meta.name.as_deref(),
+                meta.uid.as_deref()
+            ),
+            (Some("team"), Some("team-dev"), Some("u1"))
+        );
+        assert_eq!(meta.labels, None);
+        assert_eq!(meta.annotations, None);
+        assert_eq!(meta.managed_fields, None);
+    }
 
     #[test]
     fn pending_sub_namespaces_join_the_tree_under_their_parent() {
