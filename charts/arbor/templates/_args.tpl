@@ -81,6 +81,8 @@ name (a SAN of that certificate); the operators call everything else everywhere.
 - {{ $root.Values.gitsync.pruneWindow }}
 - --resync-period
 - {{ $root.Values.gitsync.resyncPeriod }}
+- --max-concurrent-writes
+- {{ $root.Values.gitsync.maxConcurrentWrites | quote }}
 - --management-label
 - {{ $root.Values.managementLabel }}
 - --cache-dir

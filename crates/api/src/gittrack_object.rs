@@ -35,8 +35,10 @@ pub struct DeclaredObject {
 pub struct GitTrackObjectStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `ObjectInSync`: whether the object on the cluster matches the declaration, written by
-    /// gitsync only when it changes. Reasons: `InSync`, `Unmanaged` (exists without the
+    /// `ObjectInSync`: whether the object on the cluster matches the declaration. Absent while
+    /// nothing went wrong: gitsync creates a tracking object for an object it then applies, and
+    /// writes this condition only when it says more (a failure, or `InSync` again after one).
+    /// Reasons: `InSync`, `Unmanaged` (exists without the
     /// management label), `Drifted` (the update failed), `NotOnCluster` (the create failed),
     /// `SyncNotDeclared`, `ApplyFailed`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

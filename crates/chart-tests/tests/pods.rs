@@ -225,6 +225,7 @@ fn each_controller_takes_its_own_flags() {
             ("--clustergittrack-mode", "IncludeNamespaced"),
             ("--max-prune-fraction", "0.5"),
             ("--resync-period", "10m"),
+            ("--max-concurrent-writes", "16"),
             ("--management-label", "arbor.dev/managed=enabled"),
             ("--cache-dir", "/var/cache/arbor"),
         ],

@@ -1,16 +1,25 @@
-//! Syncing a large flat source into arbor-kube-emu (in process, loopback HTTP).
+//! Syncing a large flat source into arbor-kube-emu (in process, loopback HTTP), each figure
+//! beside its baseline from the same run.
 //!
 //! One GitTrack declares `ARBOR_BENCH_OBJECTS` ConfigMaps (default 10,000) in 100 multi-document
 //! files. The figures:
 //!
 //! - **initial sync**: from creating the GitTrack to its status showing the commit; writes are
-//!   the emulator's revision delta (each object and its GitTrackObject, the status, Events);
+//!   the emulator's count of write requests (each object and its GitTrackObject, the source's
+//!   finalizer and status, the round's Event). Its baseline is a bare kube-rs client on the
+//!   same emulator making the same writes (per object: create a GitTrackObject, then
+//!   server-side apply the ConfigMap) with the same concurrency (`--max-concurrent-writes`):
+//!   the target is at most 1.5 × that;
 //! - **unchanged resync**: one full round (fetch, list, compare every object) on the same
 //!   commit; writes must be 0;
 //! - **commit to applied**: one object changed in a new commit, from the commit to the changed
-//!   object on the cluster, with a round requested at the commit (as `TriggerSync` does).
+//!   object on the cluster, with a round requested at the commit (as `TriggerSync` does). Its
+//!   target is 2 × the unchanged resync plus one write (the bare client's median
+//!   server-side apply of one ConfigMap).
 //!
-//! Prints markdown; run with `cargo bench -p arbor-gitsync --bench sync`.
+//! `ARBOR_BENCH_LOG=arbor_gitsync=debug` prints each round's `round timings` (fetch, checkout,
+//! parse, inventory, live objects, plan, apply, prune). Prints markdown; run with
+//! `cargo bench -p arbor-gitsync --bench sync`.
 
 use std::time::{Duration, Instant};
 
@@ -22,9 +31,10 @@ use arbor_kube_emu::KubeEmu;
 use arbor_runtime::Component;
 use arbor_testkit::GitRepo;
 use clap::Parser;
+use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Api;
-use kube::api::PostParams;
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
 use serde_json::json;
 
 const FILES: usize = 100;
@@ -71,6 +81,72 @@ where
     Ok(())
 }
 
+/// The baseline: `count` objects written by a bare kube-rs client into `namespace`, `width`
+/// at a time, each as gitsync writes one (its GitTrackObject created, then the ConfigMap
+/// server-side applied). Returns the time taken.
+async fn bare_client(
+    client: &Client,
+    namespace: &str,
+    count: usize,
+    width: usize,
+) -> anyhow::Result<Duration> {
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let tracking: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &arbor_runtime::decode::api_resource::<arbor_api::GitTrackObject>(),
+    );
+    let params = PatchParams::apply("bench-baseline");
+    let started = Instant::now();
+    futures::stream::iter(0..count)
+        .map(|index| {
+            let (configmaps, tracking, params) = (&configmaps, &tracking, &params);
+            async move {
+                let name = format!("cm-{index}");
+                let object = json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "data": {"value": "initial"},
+                });
+                let record: DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "arbor.dev/v1alpha1", "kind": "GitTrackObject",
+                    "metadata": {"name": format!("configmap.{name}"), "namespace": namespace},
+                    "spec": {"name": name, "kind": "ConfigMap", "data": object},
+                }))?;
+                tracking.create(&PostParams::default(), &record).await?;
+                configmaps
+                    .patch(&name, params, &Patch::Apply(&object))
+                    .await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(width)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(started.elapsed())
+}
+
+/// The median time of one server-side apply that changes a ConfigMap, by the bare client.
+async fn one_write(client: &Client, namespace: &str) -> anyhow::Result<Duration> {
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let params = PatchParams::apply("bench-baseline").force();
+    let mut times = Vec::new();
+    for round in 0..21 {
+        let object = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm-0", "namespace": namespace},
+            "data": {"value": format!("write-{round}")},
+        });
+        let started = Instant::now();
+        configmaps
+            .patch("cm-0", &params, &Patch::Apply(&object))
+            .await?;
+        times.push(started.elapsed());
+    }
+    times.sort();
+    Ok(times[times.len() / 2])
+}
+
 async fn full_round(running: &Running, source: &SourceRef) {
     let registry = &running.context().registry;
     let before = registry.get(source).map_or(0, |record| record.rounds);
@@ -80,6 +156,9 @@ async fn full_round(running: &Running, source: &SourceRef) {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    if let Ok(filter) = std::env::var("ARBOR_BENCH_LOG") {
+        let _ = arbor_runtime::telemetry::init(&filter, arbor_runtime::telemetry::LogFormat::Text);
+    }
     let count = objects();
     let emu = KubeEmu::start().await?;
     let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
@@ -102,6 +181,7 @@ async fn main() -> anyhow::Result<()> {
         &cache_flag,
     ])?;
     let settings = args.settings()?;
+    let width = settings.max_concurrent_writes;
     let component = Component::with_client("gitsync", args.common.clone(), client.clone())?;
     let running = arbor_gitsync::run::start(component, settings)
         .await?
@@ -112,7 +192,7 @@ async fn main() -> anyhow::Result<()> {
         namespace: "bench".into(),
         name: "bench".into(),
     };
-    let revision = emu.resource_version();
+    emu.requests().reset();
     let started = Instant::now();
     sources
         .create(
@@ -131,15 +211,15 @@ async fn main() -> anyhow::Result<()> {
     })
     .await?;
     let initial = started.elapsed();
-    let initial_writes = emu.resource_version() - revision;
+    let initial_writes = emu.requests().writes();
     // Let the events of the first round land before measuring the resync.
     full_round(&running, &source).await;
 
-    let revision = emu.resource_version();
+    emu.requests().reset();
     let started = Instant::now();
     full_round(&running, &source).await;
     let resync = started.elapsed();
-    let resync_writes = emu.resource_version() - revision;
+    let resync_writes = emu.requests().writes();
 
     let changed = count / 2;
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "bench");
@@ -158,23 +238,36 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let latency = started.elapsed();
 
+    // The baselines, on the same emulator, after gitsync is done.
+    arbor_testkit::cluster::ensure_namespace(&client, "baseline").await?;
+    emu.requests().reset();
+    let bare = bare_client(&client, "baseline", count, width).await?;
+    let bare_writes = emu.requests().writes();
+    let write = one_write(&client, "baseline").await?;
+
+    let ms = |duration: Duration| duration.as_secs_f64() * 1000.0;
+    let target = 2.0 * ms(resync) + ms(write);
     println!(
-        "## arbor-gitsync: sync into arbor-kube-emu ({count} ConfigMaps, {FILES} files, one GitTrack)"
+        "## arbor-gitsync: sync into arbor-kube-emu ({count} ConfigMaps, {FILES} files, one GitTrack, {width} writes at once)"
     );
     println!();
-    println!("| measurement | time | writes |");
-    println!("|---|---|---|");
+    println!("| measurement | gitsync | baseline (same run) | gitsync / baseline (target) |");
+    println!("|---|---|---|---|");
     println!(
-        "| initial sync | {:.2} s | {initial_writes} |",
-        initial.as_secs_f64()
+        "| initial sync | {:.2} s, {initial_writes} writes | bare kube-rs client, {bare_writes} writes, {width} at once: {:.2} s | {:.2} × (≤ 1.5 ×) |",
+        initial.as_secs_f64(),
+        bare.as_secs_f64(),
+        initial.as_secs_f64() / bare.as_secs_f64()
     );
     println!(
-        "| unchanged resync (full compare) | {:.2} s | {resync_writes} |",
-        resync.as_secs_f64()
+        "| unchanged resync (full compare) | {:.0} ms, {resync_writes} writes | | (0 writes) |",
+        ms(resync)
     );
     println!(
-        "| commit to applied, one changed object | {:.0} ms | |",
-        latency.as_secs_f64() * 1000.0
+        "| commit to applied, one changed object | {:.0} ms | 2 × unchanged resync + one write ({:.1} ms) = {target:.0} ms | {:.2} × (≤ 1 ×) |",
+        ms(latency),
+        ms(write),
+        ms(latency) / target
     );
     println!();
     if resync_writes != 0 {

@@ -83,6 +83,10 @@ pub struct Context {
     pub settings: Arc<Settings>,
     pub fetcher: Fetcher,
     pub applier: Applier,
+    /// Permits for writes in flight, `--max-concurrent-writes` of them, shared by every round
+    /// and the finalizers: however many sources sync at once, the API server sees at most that
+    /// many of gitsync's writes.
+    pub writes: Arc<tokio::sync::Semaphore>,
     /// Clients acting as GitTracks' service accounts ([`identity`]).
     pub impersonation: Arc<identity::Impersonation>,
     pub registry: Arc<Registry>,

@@ -1,5 +1,6 @@
-//! The `ObjectInSync` condition of tracking objects: it follows the live object through drift
-//! and repair, and names an existing object that lacks the management label.
+//! The `ObjectInSync` condition of tracking objects: absent while nothing went wrong, it follows
+//! the live object through drift and repair, and names an existing object that lacks the
+//! management label.
 
 mod controller_support;
 
@@ -68,8 +69,19 @@ async fn a_drifted_object_is_out_of_sync_until_it_is_repaired() -> anyhow::Resul
     let cluster = Cluster::start().await?;
     cluster.namespace("foo").await?;
     let (instance, _repo, source) = synced_configmap(&cluster, "settings", "1").await?;
+    // A tracking object created for an object applied as declared carries no condition: it
+    // reads as in sync, and a new object costs no status write.
+    instance.rounds(&source, 1).await;
+    let tracking: Api<GitTrackObject> = Api::namespaced(cluster.client.clone(), "foo");
+    let stored = tracking.get("configmap.settings").await?.status;
+    assert!(
+        stored
+            .as_ref()
+            .and_then(|status| find_condition(&status.conditions, types::OBJECT_IN_SYNC))
+            .is_none(),
+        "{stored:?}"
+    );
     let in_sync = (ConditionStatus::True, reasons::IN_SYNC);
-    condition_becomes(&cluster, &instance, &source, "configmap.settings", in_sync).await?;
 
     let configmaps = cluster.configmaps("foo");
     cluster

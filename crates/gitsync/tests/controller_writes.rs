@@ -1,6 +1,7 @@
-//! Writes: none for a repository that did not change, one per changed object, drift repaired at
-//! the resync period without an observer and at once on `ReportDrift`; and the rest of
-//! `SyncService`.
+//! Writes, counted through the emulator's request accounting: two per new object (itself and its
+//! tracking object), none for a repository that did not change, one object and its tracking
+//! object per changed object, and no read of single objects in any round; drift repaired at the
+//! resync period without an observer and at once on `ReportDrift`; and the rest of `SyncService`.
 
 mod controller_support;
 
@@ -31,24 +32,114 @@ async fn versions(
         .collect())
 }
 
-/// Ten ConfigMaps in `foo`, synced by a GitTrack.
-async fn ten_configmaps(flags: &[&str]) -> anyhow::Result<(Cluster, Instance, Repo, SourceRef)> {
+/// Requests the emulator answered since its accounting was last reset, counted by
+/// `"<verb> <resource>[/<subresource>]"` (the group left out: the kinds here are unambiguous).
+fn requests(cluster: &Cluster, verbs: &[&str]) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for record in cluster.emu.requests().snapshot() {
+        if !verbs.contains(&record.verb.as_str()) {
+            continue;
+        }
+        let resource = if record.subresource.is_empty() {
+            record.resource
+        } else {
+            format!("{}/{}", record.resource, record.subresource)
+        };
+        // kube-rs's event recorder creates an Event, or patches the series of one it made
+        // before: one write either way.
+        let verb = if resource == "events" && verbs.contains(&"create") {
+            "write"
+        } else {
+            record.verb.as_str()
+        };
+        *counts.entry(format!("{verb} {resource}")).or_default() += 1;
+    }
+    counts
+}
+
+const WRITES: &[&str] = &["create", "update", "patch", "delete", "deletecollection"];
+
+/// The writes since the accounting was last reset.
+fn writes(cluster: &Cluster) -> BTreeMap<String, u64> {
+    requests(cluster, WRITES)
+}
+
+/// Reads of single objects (`get`) of the managed and tracking kinds since the last reset: a
+/// round reads these by listing each kind once, and the tracking objects' finalizer decides
+/// on its watch's copy, so there are none whatever the number of objects.
+fn object_reads(cluster: &Cluster) -> BTreeMap<String, u64> {
+    requests(cluster, &["get"])
+        .into_iter()
+        .filter(|(request, _)| {
+            request.starts_with("get configmaps") || request.starts_with("get gittrackobjects")
+        })
+        .collect()
+}
+
+fn expected(writes: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    writes
+        .iter()
+        .map(|(request, count)| ((*request).to_owned(), *count))
+        .collect()
+}
+
+/// `count` ConfigMaps in `foo`, in a repository not yet tracked, and an instance.
+async fn configmaps_repo(
+    count: usize,
+    flags: &[&str],
+) -> anyhow::Result<(Cluster, Instance, Repo, String)> {
     let cluster = Cluster::start().await?;
     cluster.namespace("foo").await?;
     let repo = Repo::new()?;
-    for index in 0..10 {
+    for index in 0..count {
         repo.write(
             &format!("cm-{index}.yaml"),
             &configmap(None, &format!("cm-{index}"), "1"),
         )?;
     }
-    let commit = repo.commit("ten")?;
+    let commit = repo.commit("declared")?;
     let mut all_flags = vec!["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"];
     all_flags.extend_from_slice(flags);
     let instance = cluster.instance(&all_flags).await?;
+    Ok((cluster, instance, repo, commit))
+}
+
+/// Ten ConfigMaps in `foo`, synced by a GitTrack.
+async fn ten_configmaps(flags: &[&str]) -> anyhow::Result<(Cluster, Instance, Repo, SourceRef)> {
+    let (cluster, instance, repo, commit) = configmaps_repo(10, flags).await?;
     let source = cluster.create_gittrack("foo", "apps", &repo).await?;
     cluster.synced(&instance, &source, &commit).await?;
     Ok((cluster, instance, repo, source))
+}
+
+/// Issue 21 item 1: a new object costs two writes, itself and its tracking object. The tracking
+/// object is created whole (owner, finalizer, declaration) and its `ObjectInSync` condition is
+/// written only when it says something the tracking object does not (a failure, or a return
+/// from one); the source costs its finalizer, one status and one Event for the round.
+#[tokio::test]
+async fn an_initial_sync_writes_each_object_and_its_tracking_object_once() -> anyhow::Result<()> {
+    const OBJECTS: u64 = 10;
+    let (cluster, instance, repo, commit) = configmaps_repo(OBJECTS as usize, &[]).await?;
+    cluster.emu.requests().reset();
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &commit).await?;
+    // Whatever the round set in motion (watch events of the new tracking objects, the
+    // finalizer's look at them) has happened by the end of two more rounds.
+    instance.rounds(&source, 2).await;
+    assert_eq!(
+        writes(&cluster),
+        expected(&[
+            ("create gittracks", 1), // the test's
+            ("patch gittracks", 1),  // gitsync's finalizer on the source
+            ("patch gittracks/status", 1),
+            ("write events", 1), // "Synced: 10 created"
+            ("create gittrackobjects", OBJECTS),
+            ("patch configmaps", OBJECTS),
+        ])
+    );
+    assert_eq!(object_reads(&cluster), BTreeMap::new());
+    instance.stop().await;
+    Ok(())
 }
 
 #[tokio::test]
@@ -56,13 +147,14 @@ async fn a_resync_of_an_unchanged_repository_makes_no_write() -> anyhow::Result<
     let (cluster, instance, _repo, source) = ten_configmaps(&[]).await?;
     // Let the first rounds settle (the status after the first sync, events).
     instance.rounds(&source, 2).await;
-    let before = cluster.emu.resource_version();
+    cluster.emu.requests().reset();
     instance.rounds(&source, 3).await;
     assert_eq!(
-        cluster.emu.resource_version(),
-        before,
+        writes(&cluster),
+        BTreeMap::new(),
         "full rounds on an unchanged repository wrote"
     );
+    assert_eq!(object_reads(&cluster), BTreeMap::new());
     instance.stop().await;
     Ok(())
 }
@@ -81,10 +173,23 @@ async fn one_changed_object_is_exactly_one_object_write() -> anyhow::Result<()> 
     let objects_before = versions(&configmaps).await?;
     let tracking_before = versions(&tracking).await?;
 
+    cluster.emu.requests().reset();
     repo.write("cm-3.yaml", &configmap(None, "cm-3", "2"))?;
     let commit = repo.commit("change one")?;
     cluster.synced(&instance, &source, &commit).await?;
     instance.rounds(&source, 1).await;
+    // The object, its tracking object (its new declaration), the source's status (the new
+    // commit) and the round's Event.
+    assert_eq!(
+        writes(&cluster),
+        expected(&[
+            ("patch gittracks/status", 1),
+            ("write events", 1), // "Synced: 1 updated"
+            ("patch gittrackobjects", 1),
+            ("patch configmaps", 1),
+        ])
+    );
+    assert_eq!(object_reads(&cluster), BTreeMap::new());
 
     let changed =
         |before: &BTreeMap<String, String>, after: &BTreeMap<String, String>| -> Vec<String> {
@@ -99,8 +204,8 @@ async fn one_changed_object_is_exactly_one_object_write() -> anyhow::Result<()> 
         ["cm-3"]
     );
     // The tracking object of cm-3 changes once, for its new declaration; its ObjectInSync
-    // condition stays True with the same message (a repaired object still matches git), so
-    // it costs no status write, and the nine others are not touched at all.
+    // condition says nothing new (a repaired object still matches git), so it costs no status
+    // write, and the nine others are not touched at all.
     assert_eq!(
         changed(&tracking_before, &versions(&tracking).await?),
         ["configmap.cm-3"]

@@ -1,6 +1,6 @@
 //! Fetching and parsing a source off the async runtime (git2 and the file system block).
 
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use arbor_policy::layout::{DeclaredState, Layout, SourceError};
 
@@ -16,6 +16,16 @@ pub struct Loaded {
     pub commit_time: SystemTime,
     /// `None` when the commit is the last good one and was not parsed again.
     pub parsed: Option<Result<DeclaredState, Vec<SourceError>>>,
+    /// How long each step took, for the round's timing line.
+    pub timings: LoadTimings,
+}
+
+/// Time spent fetching, checking out and parsing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadTimings {
+    pub fetch: Duration,
+    pub checkout: Duration,
+    pub parse: Duration,
 }
 
 /// What to fetch and how to read it.
@@ -49,18 +59,27 @@ fn load_blocking(fetcher: &Fetcher, request: LoadRequest) -> Result<Loaded, Cont
         reference: request.reference,
         credentials: request.credentials,
     };
+    let started = Instant::now();
     let FetchedCommit { commit, time, .. } = fetcher.fetch(&source)?;
+    let mut timings = LoadTimings {
+        fetch: started.elapsed(),
+        ..LoadTimings::default()
+    };
     let id = request.id;
     if request.known_commit.as_deref() == Some(commit.as_str()) {
         return Ok(Loaded {
             commit,
             commit_time: time,
             parsed: None,
+            timings,
         });
     }
+    let started = Instant::now();
     // The whole tree is checked out and the loader resolves subPath, so a missing subPath is
     // reported like every other source error (ARB1006), with its code.
     let checkout = fetcher.checkout(&id, &commit, "")?;
+    timings.checkout = started.elapsed();
+    let started = Instant::now();
     let options = LoadOptions {
         layout: request.layout,
         sub_path: request.sub_path,
@@ -71,9 +90,11 @@ fn load_blocking(fetcher: &Fetcher, request: LoadRequest) -> Result<Loaded, Cont
         Err(LoadError::Invalid(errors)) => Err(errors),
         Err(error) => return Err(ControllerError::Load(format!("{id} at {commit}: {error}"))),
     };
+    timings.parse = started.elapsed();
     Ok(Loaded {
         commit,
         commit_time: time,
         parsed: Some(parsed),
+        timings,
     })
 }

@@ -8,10 +8,17 @@
 //! decide. The message carries the table's words and the error.
 //!
 //! The condition is written by server-side apply on the status subresource, and only when it
-//! differs from the stored one: an unchanged object costs no write, so a round over an
-//! unchanged repository writes nothing.
+//! says something the tracking object does not already say. A tracking object exists because a
+//! round created it for an object it then applied, so one without the condition reads as in
+//! sync: a new object costs two writes (itself and its tracking object, which the API server
+//! cannot create with a status), not three. The condition is therefore written when something
+//! went wrong (`False`), when it changes from what is stored (back to `True` after a failure,
+//! from one failure to another), and never when it would repeat what is stored: a round over
+//! an unchanged repository writes nothing.
 
-use arbor_api::condition::{ConditionUpdate, reasons, set_condition, types};
+use arbor_api::condition::{
+    ConditionStatus, ConditionUpdate, find_condition, reasons, set_condition, types,
+};
 use arbor_api::{ClusterGitTrackObject, GitTrackObject};
 use arbor_policy::ownership::TrackingObject;
 use arbor_policy::sync::{Action, Decision, Row};
@@ -76,8 +83,26 @@ pub fn in_sync_condition(attempt: Attempt<'_>) -> ConditionUpdate {
     }
 }
 
+/// The conditions to store after `update` on a tracking object whose stored conditions are
+/// `stored`, or `None` when `update` says nothing the tracking object does not already say:
+/// it is `ObjectInSync=True` and the tracking object has no `ObjectInSync` condition (it reads
+/// as in sync), or it repeats the stored condition.
+pub fn conditions_to_write(
+    stored: &[Condition],
+    update: ConditionUpdate,
+    now: Time,
+) -> Option<Vec<Condition>> {
+    if update.status == ConditionStatus::True
+        && find_condition(stored, types::OBJECT_IN_SYNC).is_none()
+    {
+        return None;
+    }
+    let mut conditions = stored.to_vec();
+    set_condition(&mut conditions, update, now).then_some(conditions)
+}
+
 /// Sets `update` on the tracking object `name` whose stored conditions are `stored`; writes
-/// only when that changes them. Returns whether it wrote.
+/// only when [`conditions_to_write`] says it tells something new. Returns whether it wrote.
 pub async fn record(
     ctx: &Context,
     tracking: &TrackingObject,
@@ -85,10 +110,9 @@ pub async fn record(
     stored: &[Condition],
     update: ConditionUpdate,
 ) -> Result<bool, ControllerError> {
-    let mut conditions = stored.to_vec();
-    if !set_condition(&mut conditions, update, Time(Timestamp::now())) {
+    let Some(conditions) = conditions_to_write(stored, update, Time(Timestamp::now())) else {
         return Ok(false);
-    }
+    };
     let status = json!({ "conditions": conditions });
     let result = match tracking {
         TrackingObject::GitTrackObject { namespace } => {
@@ -107,7 +131,6 @@ pub async fn record(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arbor_api::condition::ConditionStatus;
 
     fn decision(row: Row) -> Decision {
         Decision::from(row)
@@ -154,6 +177,39 @@ mod tests {
             "boom",
         ));
         assert_eq!(missing.reason, reasons::NOT_ON_CLUSTER);
+    }
+
+    fn stored(update: ConditionUpdate) -> Vec<Condition> {
+        conditions_to_write(&[], update, Time(Timestamp::UNIX_EPOCH)).unwrap_or_default()
+    }
+
+    #[test]
+    fn in_sync_is_written_only_over_a_condition_that_says_otherwise() {
+        let in_sync = || in_sync_condition(Attempt::Done(decision(Row::DeclaredNotOnCluster)));
+        let now = Time(Timestamp::UNIX_EPOCH);
+        assert_eq!(
+            conditions_to_write(&[], in_sync(), now.clone()),
+            None,
+            "a tracking object without the condition already reads as in sync"
+        );
+        let drifted = stored(in_sync_condition(Attempt::ActionFailed(
+            decision(Row::ManagedAndDrifted),
+            "boom",
+        )));
+        assert_eq!(drifted.len(), 1, "a failure is always written");
+        let repaired = conditions_to_write(&drifted, in_sync(), now.clone())
+            .expect("the return to in sync is written over the failure");
+        assert_eq!(repaired[0].status, "True");
+        assert_eq!(
+            conditions_to_write(&repaired, in_sync(), now.clone()),
+            None,
+            "a stored InSync is not written again"
+        );
+        let failed_again = in_sync_condition(Attempt::ActionFailed(
+            decision(Row::ManagedAndDrifted),
+            "boom",
+        ));
+        assert_eq!(conditions_to_write(&drifted, failed_again, now), None);
     }
 
     #[test]

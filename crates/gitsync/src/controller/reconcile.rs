@@ -44,6 +44,10 @@ const RETRY: Duration = Duration::from_secs(5);
 const FINALIZER_CONCURRENCY: u16 = 16;
 /// How soon a Terminating tracking object left to its source's deletion is looked at again.
 const LEFT_TO_SOURCE: Duration = Duration::from_secs(30);
+/// How often every cached tracking object is reconciled again (see [`reconcile_tracking`]):
+/// in memory for all but the Terminating ones, so 10,000 tracking objects cost a few
+/// milliseconds of CPU and no request.
+const SWEEP_EVERY: Duration = Duration::from_secs(15);
 
 /// A source kind the controller reconciles.
 pub trait SourceKind:
@@ -518,14 +522,30 @@ where
     // Terminating at once, and unbounded, each would open its own requests to the API server
     // together (sockets, and the server's patience, run out before any finishes). A bounded
     // pool works through them steadily.
+    let sweeps = futures::stream::unfold((), |()| async {
+        tokio::time::sleep(SWEEP_EVERY).await;
+        Some(((), ()))
+    });
     Controller::new_with(api, watcher::Config::default(), api_resource::<K>())
         .with_config(controller::Config::default().concurrency(FINALIZER_CONCURRENCY))
+        .reconcile_all_on(sweeps)
         .graceful_shutdown_on(token.cancelled_owned())
         .run(reconcile_tracking::<K>, retry_tracking::<K>, ctx)
         .for_each(|_| futures::future::ready(()))
         .await;
 }
 
+/// Decides on the watch's copy of a tracking object, without a request: only a Terminating one
+/// holding gitsync's finalizer needs work, and every tracking object is created, applied and
+/// given a condition by the rounds, each of which brings it here through the watch.
+///
+/// The copy can be older than the cluster in one case: after a watch expires (410) the
+/// controller relists and reconciles every object as the list arrives, against the cache of
+/// before the relist until the list is complete, so a tracking object whose turn to
+/// Terminating fell into that gap looks alive here (the stall of a large source deleted at
+/// once, when this was answered `await_change` and never looked at again). The sweep every
+/// [`SWEEP_EVERY`] reconciles every cached object again, against the cache as relisted, which
+/// costs no request for the live ones.
 async fn reconcile_tracking<K>(
     object: Arc<DynamicObject>,
     ctx: Arc<Context>,
@@ -533,25 +553,6 @@ async fn reconcile_tracking<K>(
 where
     K: TrackingKind + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    // The cached copy can be older than the cluster: after a watch expires (410) the
-    // controller relists and reconciles every object at once, against the cache of before
-    // the relist until the list is complete. A tracking object whose turn to Terminating fell
-    // into that gap looked alive, was answered `await_change`, and was never looked at again
-    // (the stall of a large source deleted at once). The decision is therefore made on the
-    // object as the API server has it now.
-    let name = object.name_any();
-    let resource = api_resource::<K>();
-    let api: Api<DynamicObject> = match object.meta().namespace.as_deref() {
-        Some(namespace) => Api::namespaced_with(ctx.client.clone(), namespace, &resource),
-        None => Api::all_with(ctx.client.clone(), &resource),
-    };
-    let current = api
-        .get_opt(&name)
-        .await
-        .map_err(|error| ControllerError::kube("read tracking object", name, error))?;
-    let Some(object) = current else {
-        return Ok(Action::await_change());
-    };
     let finalizing = object.meta().deletion_timestamp.is_some()
         && object.finalizers().iter().any(|f| f == GITSYNC_FINALIZER);
     if !finalizing {
@@ -569,7 +570,12 @@ where
             return Ok(Action::await_change());
         }
     };
-    if tracking::watched_owner(&ctx, &tracking) && !tracking::finalize(&ctx, &tracking).await? {
+    if !tracking::watched_owner(&ctx, &tracking) {
+        return Ok(Action::await_change());
+    }
+    // Finalizing writes (the object, the finalizer): it shares the instance's write permits.
+    let _permit = ctx.writes.acquire().await.ok();
+    if !tracking::finalize(&ctx, &tracking).await? {
         // Left to its source's deletion; look again in case that never comes.
         return Ok(Action::requeue(LEFT_TO_SOURCE));
     }

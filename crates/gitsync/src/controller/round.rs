@@ -2,10 +2,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use arbor_api::condition::{ConditionUpdate, reasons};
-use arbor_api::keys::ArborKeys;
+use arbor_api::keys::{ArborKeys, SourceRef};
 use arbor_api::source::{GitSourceStatus, PruneWindowStatus, SourceError};
 use arbor_policy::layout::DeclaredState;
 use arbor_policy::object::{self, GroupVersionKind, ObjectKey};
@@ -46,6 +46,42 @@ pub struct RoundResult {
     pub allowance_used: bool,
     /// The status the round wrote while it ran (progress), when it did.
     pub in_flight: Option<GitSourceStatus>,
+    /// Where the round's time went.
+    pub timings: RoundTimings,
+}
+
+/// Where a round's time went, logged at debug level as `round timings` (the steps of the
+/// [module docs](super)).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RoundTimings {
+    pub load: load::LoadTimings,
+    /// Listing the source's tracking objects.
+    pub inventory: Duration,
+    /// Discovery and listing the declared kinds' live objects.
+    pub live: Duration,
+    /// The round's plan and the planner's two parts.
+    pub plan: Duration,
+    /// Applying every declared object (tracking object, object, condition).
+    pub apply: Duration,
+    pub prune: Duration,
+}
+
+impl RoundTimings {
+    fn log(&self, source: &SourceRef) {
+        let ms = |duration: Duration| duration.as_millis();
+        tracing::debug!(
+            %source,
+            fetch_ms = ms(self.load.fetch),
+            checkout_ms = ms(self.load.checkout),
+            parse_ms = ms(self.load.parse),
+            inventory_ms = ms(self.inventory),
+            live_ms = ms(self.live),
+            plan_ms = ms(self.plan),
+            apply_ms = ms(self.apply),
+            prune_ms = ms(self.prune),
+            "round timings"
+        );
+    }
 }
 
 impl RoundResult {
@@ -196,7 +232,11 @@ pub async fn run(ctx: &Context, handle: &SourceHandle) -> RoundResult {
         record.generation = handle.generation;
     });
     let parse_failed = !parse_errors.is_empty();
-    let mut result = match sync(ctx, handle, &applier, &good, parse_errors).await {
+    let mut timings = RoundTimings {
+        load: loaded.timings,
+        ..RoundTimings::default()
+    };
+    let mut result = match sync(ctx, handle, &applier, &good, parse_errors, &mut timings).await {
         Ok(result) => result,
         Err(error) => {
             let message = error.to_string();
@@ -238,6 +278,8 @@ pub async fn run(ctx: &Context, handle: &SourceHandle) -> RoundResult {
     ctx.metrics
         .sync_duration
         .observe(started.elapsed().as_secs_f64());
+    timings.log(&handle.reference);
+    result.timings = timings;
     if result
         .report
         .as_ref()
@@ -285,6 +327,13 @@ fn window_status(window: PruneWindow) -> PruneWindowStatus {
 
 /// The parts of a round after parsing, which may fail as a whole only on listing.
 struct Sync<'a> {
+    known: Known<'a>,
+    tally: Tally,
+}
+
+/// What a round knows before it applies anything; read, never changed, while its objects are
+/// applied side by side.
+struct Known<'a> {
     ctx: &'a Context,
     handle: &'a SourceHandle,
     /// Writes the source's objects, as its service account where it has one.
@@ -297,6 +346,10 @@ struct Sync<'a> {
     unowned: BTreeSet<ObjectKey>,
     snapshot: Snapshot,
     listed: BTreeSet<GroupVersionKind>,
+}
+
+/// What a round has done so far.
+struct Tally {
     records: BTreeMap<ObjectKey, ObjectRecord>,
     errors: Vec<SourceError>,
     ignored_files: BTreeMap<String, String>,
@@ -305,16 +358,31 @@ struct Sync<'a> {
     result: RoundResult,
     /// The mass-prune window to store, when the round judged one.
     prune_window: Option<PruneWindowStatus>,
+    /// Tracking objects the round created or adopted, and those it deleted: with the
+    /// inventory it started from, what the source holds at its end (the prune window's
+    /// high-water mark).
+    tracking_created: usize,
+    tracking_deleted: usize,
 }
 
 /// How far a round that applies a new commit (or generation) has got, written to the source's
-/// status as it goes (see [`super::status::in_progress`]), at most every [`PROGRESS_EVERY`].
+/// status as it goes (see [`super::status::in_progress`]) once the round has run for
+/// [`PROGRESS_EVERY`], and at most that often after.
 struct Progress {
     commit: String,
     total: usize,
     done: usize,
+    started: Instant,
     written: Option<Instant>,
     status: GitSourceStatus,
+}
+
+impl Progress {
+    /// A round that finishes within [`PROGRESS_EVERY`] writes no progress: its finished status
+    /// is its one write, and a reader misses no more than that second of `Reconciling`.
+    fn due(&self) -> bool {
+        self.written.unwrap_or(self.started).elapsed() >= PROGRESS_EVERY
+    }
 }
 
 /// An object another source manages (its tracking object names that source): this source
@@ -322,14 +390,6 @@ struct Progress {
 struct Conflict {
     manager: String,
 }
-
-/// How many objects of a round are applied at once.
-const APPLY_CONCURRENCY: usize = 8;
-
-/// Objects applied (through a window of [`APPLY_CONCURRENCY`]) before their records, counts
-/// and progress are written: twice the window, so the window drains once per two widths
-/// rather than after every object group, and progress still moves every few objects.
-const RECORD_EVERY: usize = 2 * APPLY_CONCURRENCY;
 
 /// How often a running round writes its progress.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -340,52 +400,74 @@ async fn sync(
     applier: &Applier,
     good: &GoodState,
     parse_errors: Vec<SourceError>,
+    timings: &mut RoundTimings,
 ) -> Result<RoundResult, ControllerError> {
     let state = good.state.as_ref();
     let parse_failed = !parse_errors.is_empty();
+    let mut step = Instant::now();
+    let mut lap = || {
+        let elapsed = step.elapsed();
+        step = Instant::now();
+        elapsed
+    };
     let inventory = tracking::list_inventory(ctx, handle).await?;
+    timings.inventory = lap();
     let kinds = declared_kinds(ctx, state).await;
     let snapshot =
         Snapshot::read(ctx.applier.discovery(), &kinds, handle.namespace.as_deref()).await?;
+    timings.live = lap();
     let mut round = Sync {
-        ctx,
-        handle,
-        applier,
-        state,
-        tracked: inventory.owned,
-        others: inventory.others,
-        unowned: inventory.unowned,
-        snapshot,
-        listed: kinds.keys().cloned().collect(),
-        records: BTreeMap::new(),
-        errors: parse_errors,
-        ignored_files: BTreeMap::new(),
-        refused: Vec::new(),
-        progress: (handle.status.observed_commit.as_deref() != Some(good.commit.as_str())
-            || handle.status.observed_generation != handle.generation)
-            .then(|| Progress {
-                commit: good.commit.clone(),
-                total: state.objects.len(),
-                done: 0,
-                written: None,
-                status: handle.status.clone(),
-            }),
-        result: RoundResult::default(),
-        prune_window: None,
+        known: Known {
+            ctx,
+            handle,
+            applier,
+            state,
+            tracked: inventory.owned,
+            others: inventory.others,
+            unowned: inventory.unowned,
+            snapshot,
+            listed: kinds.keys().cloned().collect(),
+        },
+        tally: Tally {
+            records: BTreeMap::new(),
+            errors: parse_errors,
+            ignored_files: BTreeMap::new(),
+            refused: Vec::new(),
+            progress: (handle.status.observed_commit.as_deref() != Some(good.commit.as_str())
+                || handle.status.observed_generation != handle.generation)
+                .then(|| Progress {
+                    commit: good.commit.clone(),
+                    total: state.objects.len(),
+                    done: 0,
+                    started: Instant::now(),
+                    written: None,
+                    status: handle.status.clone(),
+                }),
+            result: RoundResult::default(),
+            prune_window: None,
+            tracking_created: 0,
+            tracking_deleted: 0,
+        },
     };
-    round.report_progress().await;
-    let plan = round.plan(&kinds, parse_failed);
+    if let Some(progress) = &round.tally.progress {
+        tracing::info!(source = %handle.reference, commit = %progress.commit, objects = progress.total, "applying a new commit");
+    }
+    let plan = round.known.plan(&kinds, parse_failed);
     let removals: Vec<Tracked> = plan
         .delete
         .iter()
-        .filter_map(|key| round.tracked.get(key).cloned())
+        .filter_map(|key| round.known.tracked.get(key).cloned())
         .collect();
     let sweep: Vec<(ObjectKey, GroupVersionKind, Value)> = plan
         .sweep
         .iter()
         .filter_map(|key| {
             let (gvk, _) = served_of(&kinds, key)?;
-            Some((key.clone(), gvk.clone(), round.snapshot.get(key)?.clone()))
+            Some((
+                key.clone(),
+                gvk.clone(),
+                round.known.snapshot.get(key)?.clone(),
+            ))
         })
         .collect();
     if let Prune::Judged(verdict) = &plan.prune {
@@ -408,8 +490,8 @@ async fn sync(
                 return Ok(blocked);
             }
             PruneVerdict::Allowed { by_annotation, .. } => {
-                round.result.allowance_used = *by_annotation;
-                round.prune_window = window;
+                round.tally.result.allowance_used = *by_annotation;
+                round.tally.prune_window = window;
             }
         }
     }
@@ -420,18 +502,23 @@ async fn sync(
         label: &ctx.settings.label,
     };
     let foundation = planner.plan(handle, state, Part::Foundation).await;
+    timings.plan = lap();
     let wrote_crd = round.apply_plan(&foundation).await;
     if wrote_crd {
-        round.wait_for_new_kinds(&foundation).await;
+        round.known.wait_for_new_kinds(&foundation).await;
     }
+    timings.apply = lap();
     let rest = planner.plan(handle, state, Part::Rest).await;
+    timings.plan += lap();
     round.apply_plan(&rest).await;
+    timings.apply += lap();
 
     // The finalizers of pruned tracking objects read the new declarations from the registry.
     round.publish();
     if plan.prune.allows() {
         round.prune(&removals, &sweep).await;
     }
+    timings.prune = lap();
     Ok(round.finish(good))
 }
 
@@ -550,7 +637,7 @@ pub(super) fn served_of<'k>(
         .find(|(gvk, _)| gvk.group_kind() == key.group_kind)
 }
 
-impl Sync<'_> {
+impl Known<'_> {
     /// The round's plan (`arbor_policy::sync::round`): what it deletes and sweeps, and whether
     /// the guards let it delete. Declared objects are decided one by one as they are written
     /// (`Applier::sync_object`, the same table), because their live objects are read again
@@ -581,45 +668,21 @@ impl Sync<'_> {
         self.ctx.applier.live(target).await
     }
 
-    /// Applies every object of `plan`; returns whether a CustomResourceDefinition was written.
-    ///
-    /// Up to [`APPLY_CONCURRENCY`] objects are applied at once: when the API server throttles
-    /// or delays one request (its retries wait for `Retry-After`), the rest of the round keeps
-    /// moving. Objects of one part do not depend on each other (CRDs and Namespaces are a part
-    /// of their own, applied first).
-    async fn apply_plan(&mut self, plan: &Plan) -> bool {
-        use futures::StreamExt as _;
-        let mut wrote_crd = false;
-        for batch in plan.objects.chunks(RECORD_EVERY) {
-            // A sliding window, not groups that wait for their slowest member: one object held
-            // back by `Retry-After` keeps only its own slot.
-            let outcomes: Vec<_> = {
-                let this = &*self;
-                // Collected first: a stream over a borrowing closure is not provably `Send`
-                // for every lifetime (rustc's higher-ranked closure limitation); the futures
-                // themselves are lazy, so nothing starts before the window takes it.
-                let applies: Vec<_> = batch
-                    .iter()
-                    .map(|planned| async move {
-                        // An object another source manages is never applied by this one.
-                        match this.conflict(planned) {
-                            Some(manager) => Err(Conflict { manager }),
-                            None => Ok(this.execute(planned).await),
-                        }
-                    })
-                    .collect();
-                futures::stream::iter(applies)
-                    .buffered(APPLY_CONCURRENCY)
-                    .collect()
-                    .await
-            };
-            for (planned, outcome) in batch.iter().zip(outcomes) {
-                let wrote = self.apply_one(planned, outcome).await;
-                wrote_crd |= wrote && is_crd(&planned.key.group_kind);
-            }
+    /// Applies `planned` unless another source manages it, holding a write permit meanwhile.
+    async fn attempt<'p>(
+        &self,
+        planned: &'p PlannedObject,
+    ) -> (
+        &'p PlannedObject,
+        Result<Result<crate::apply::Outcome, ControllerError>, Conflict>,
+    ) {
+        // An object another source manages is never applied by this one.
+        if let Some(manager) = self.conflict(planned) {
+            return (planned, Err(Conflict { manager }));
         }
-        self.record_unapplied(plan);
-        wrote_crd
+        // The semaphore is never closed; without a permit the write still goes, unbounded.
+        let _permit = self.ctx.writes.acquire().await.ok();
+        (planned, Ok(self.execute(planned).await))
     }
 
     /// Ensures the tracking object of `planned`, applies it and writes the tracking object's
@@ -663,46 +726,101 @@ impl Sync<'_> {
         outcome
     }
 
+    /// The other source that manages `planned`'s object, if one does (the conflict rule).
+    fn conflict(&self, planned: &PlannedObject) -> Option<String> {
+        let holder = self.others.get(&planned.key).and_then(tracking::manager);
+        match claim(
+            holder
+                .as_ref()
+                .map(|(name, uid)| (name.as_str(), uid.as_str())),
+            &self.handle.uid,
+        ) {
+            Claim::ManagedBy(manager) => Some(manager),
+            Claim::Free | Claim::Ours => None,
+        }
+    }
+
+    /// Writes the `ObjectInSync` condition of `planned`'s tracking object when it says
+    /// something the tracking object does not ([`object_status::conditions_to_write`]). A
+    /// failed write is logged and counted, and the next round tries again: the object itself
+    /// was handled.
+    async fn record_condition(&self, planned: &PlannedObject, condition: ConditionUpdate) {
+        let stored = self
+            .tracked
+            .get(&planned.key)
+            .map_or(&[][..], |tracked| tracked.conditions.as_slice());
+        let name = tracking::tracking_name(&planned.key);
+        if let Err(failure) =
+            object_status::record(self.ctx, &planned.tracking, &name, stored, condition).await
+        {
+            self.ctx.metrics.count_error(failure.code());
+            tracing::warn!(object = %planned.key, error = %failure, "writing the ObjectInSync condition failed");
+        }
+    }
+
+    /// Waits until the kinds of the source's CustomResourceDefinitions are served.
+    async fn wait_for_new_kinds(&self, foundation: &Plan) {
+        let discovery = self.ctx.applier.discovery();
+        discovery.refresh();
+        for planned in foundation
+            .objects
+            .iter()
+            .filter(|p| is_crd(&p.key.group_kind))
+        {
+            let Some(declared) = self.state.objects.values().find(|declared| {
+                object::name(&declared.object) == Some(planned.key.name.as_str())
+                    && object::gvk(&declared.object).is_ok_and(|gvk| is_crd(&gvk.group_kind()))
+            }) else {
+                continue;
+            };
+            for gvk in crd_kinds(declared) {
+                if let Err(error) = discovery
+                    .wait_served(&gvk, self.ctx.settings.crd_patience)
+                    .await
+                {
+                    tracing::warn!(%error, "a CustomResourceDefinition's kind is not served yet");
+                }
+            }
+        }
+    }
+}
+
+impl Tally {
     /// Writes the progress when it is due; a failed write is logged and the round goes on.
-    async fn report_progress(&mut self) {
+    async fn report_progress(&mut self, known: &Known<'_>) {
         let Some(progress) = self.progress.as_mut() else {
             return;
         };
-        if progress
-            .written
-            .is_some_and(|written| written.elapsed() < PROGRESS_EVERY)
-        {
+        if !progress.due() {
             return;
         }
         let next = super::status::in_progress(
             &progress.status,
             &progress.commit,
             (progress.done, progress.total),
-            self.handle.generation,
+            known.handle.generation,
             k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 k8s_openapi::jiff::Timestamp::now(),
             ),
         );
-        let (api, resource) = super::status::source_api(&self.ctx.client, &self.handle.reference);
-        let name = &self.handle.owner_reference.name;
+        let (api, resource) = super::status::source_api(&known.ctx.client, &known.handle.reference);
+        let name = &known.handle.owner_reference.name;
         match super::status::write(&api, &resource, name, &next).await {
             Ok(()) => {
-                if progress.written.is_none() {
-                    tracing::info!(source = %self.handle.reference, commit = %progress.commit, objects = progress.total, "applying a new commit");
-                }
                 progress.status = next.clone();
                 self.result.in_flight = Some(next);
             }
             Err(error) => {
-                tracing::warn!(source = %self.handle.reference, %error, "writing the progress failed");
+                tracing::warn!(source = %known.handle.reference, %error, "writing the progress failed");
             }
         }
         progress.written = Some(Instant::now());
     }
 
-    /// Records what [`Self::execute`] did with `planned`: its record, errors and counts.
+    /// Records what [`Known::execute`] did with `planned`: its record, errors and counts.
     async fn apply_one(
         &mut self,
+        known: &Known<'_>,
         planned: &PlannedObject,
         outcome: Result<Result<crate::apply::Outcome, ControllerError>, Conflict>,
     ) -> bool {
@@ -725,7 +843,7 @@ impl Sync<'_> {
                      names it); {} declares it too and leaves it alone. Remove it from one of the two \
                      sources",
                     tracking::tracking_name(&planned.key),
-                    self.handle.reference
+                    known.handle.reference
                 );
                 self.errors.push(source_error(
                     error::MANAGEMENT_CONFLICT,
@@ -752,7 +870,7 @@ impl Sync<'_> {
                             format!(
                                 "exists on the cluster without the management label {}; Arbor \
                                  leaves it alone (label it to let Arbor manage it)",
-                                self.ctx.settings.label
+                                known.ctx.settings.label
                             ),
                         ));
                         ObjectState::Unmanaged
@@ -760,6 +878,9 @@ impl Sync<'_> {
                     Row::SyncNotDeclared => ObjectState::Ignored,
                     _ => ObjectState::InSync,
                 };
+                if !known.tracked.contains_key(&planned.key) {
+                    self.tracking_created += 1;
+                }
                 match outcome.decision.action {
                     Action::Create => self.result.created += 1,
                     Action::Update => self.result.updated += 1,
@@ -768,11 +889,10 @@ impl Sync<'_> {
                 if outcome.wrote {
                     record.last_applied = Some(SystemTime::now());
                 }
-                self.snapshot.set(planned.key.clone(), outcome.live);
                 outcome.wrote
             }
             Err(failure) => {
-                self.ctx.metrics.count_error(failure.code());
+                known.ctx.metrics.count_error(failure.code());
                 record.state = ObjectState::Failed;
                 record.message = failure.to_string();
                 self.errors.push(source_error(
@@ -788,43 +908,12 @@ impl Sync<'_> {
         if let Some(progress) = self.progress.as_mut() {
             progress.done += 1;
         }
-        self.report_progress().await;
+        self.report_progress(known).await;
         wrote
     }
 
-    /// The other source that manages `planned`'s object, if one does (the conflict rule).
-    fn conflict(&self, planned: &PlannedObject) -> Option<String> {
-        let holder = self.others.get(&planned.key).and_then(tracking::manager);
-        match claim(
-            holder
-                .as_ref()
-                .map(|(name, uid)| (name.as_str(), uid.as_str())),
-            &self.handle.uid,
-        ) {
-            Claim::ManagedBy(manager) => Some(manager),
-            Claim::Free | Claim::Ours => None,
-        }
-    }
-
-    /// Writes the `ObjectInSync` condition of `planned`'s tracking object when it changed. A
-    /// failed write is logged and counted, and the next round tries again: the object itself
-    /// was handled.
-    async fn record_condition(&self, planned: &PlannedObject, condition: ConditionUpdate) {
-        let stored = self
-            .tracked
-            .get(&planned.key)
-            .map_or(&[][..], |tracked| tracked.conditions.as_slice());
-        let name = tracking::tracking_name(&planned.key);
-        if let Err(failure) =
-            object_status::record(self.ctx, &planned.tracking, &name, stored, condition).await
-        {
-            self.ctx.metrics.count_error(failure.code());
-            tracing::warn!(object = %planned.key, error = %failure, "writing the ObjectInSync condition failed");
-        }
-    }
-
     /// Ignored objects go to `ignoredFiles`; objects of unserved kinds are one error per kind.
-    fn record_unapplied(&mut self, plan: &Plan) {
+    fn record_unapplied(&mut self, known: &Known<'_>, plan: &Plan) {
         let mut unserved: BTreeMap<String, (usize, String, String)> = BTreeMap::new();
         for unapplied in &plan.unapplied {
             let (state, message) = match &unapplied.why {
@@ -869,7 +958,7 @@ impl Sync<'_> {
             );
         }
         for (message, (count, file, code)) in unserved {
-            self.ctx.metrics.count_error(&code);
+            known.ctx.metrics.count_error(&code);
             self.errors.push(source_error(
                 &code,
                 Some(file),
@@ -878,31 +967,38 @@ impl Sync<'_> {
             ));
         }
     }
+}
 
-    /// Waits until the kinds of the source's CustomResourceDefinitions are served.
-    async fn wait_for_new_kinds(&self, foundation: &Plan) {
-        let discovery = self.ctx.applier.discovery();
-        discovery.refresh();
-        for planned in foundation
-            .objects
-            .iter()
-            .filter(|p| is_crd(&p.key.group_kind))
-        {
-            let Some(declared) = self.state.objects.values().find(|declared| {
-                object::name(&declared.object) == Some(planned.key.name.as_str())
-                    && object::gvk(&declared.object).is_ok_and(|gvk| is_crd(&gvk.group_kind()))
-            }) else {
-                continue;
-            };
-            for gvk in crd_kinds(declared) {
-                if let Err(error) = discovery
-                    .wait_served(&gvk, self.ctx.settings.crd_patience)
-                    .await
-                {
-                    tracing::warn!(%error, "a CustomResourceDefinition's kind is not served yet");
-                }
+impl Sync<'_> {
+    /// Applies every object of `plan`; returns whether a CustomResourceDefinition was written.
+    ///
+    /// Objects are applied through a sliding window as wide as `--max-concurrent-writes`, and
+    /// each holds one of the instance's write permits while it is written: when the API server
+    /// throttles or delays one request (its retries wait for `Retry-After`), that object keeps
+    /// only its own slot and the rest of the round keeps moving. Objects of one part do not
+    /// depend on each other (CRDs and Namespaces are a part of their own, applied first).
+    /// Outcomes are recorded in the plan's order as they complete.
+    async fn apply_plan(&mut self, plan: &Plan) -> bool {
+        use futures::StreamExt as _;
+        let Sync { known, tally } = self;
+        let known = &*known;
+        let width = known.ctx.settings.max_concurrent_writes.max(1);
+        let mut waiting = plan.objects.iter();
+        let mut window = futures::stream::FuturesOrdered::new();
+        let mut wrote_crd = false;
+        loop {
+            while window.len() < width {
+                let Some(planned) = waiting.next() else { break };
+                window.push_back(known.attempt(planned));
             }
+            let Some((planned, outcome)) = window.next().await else {
+                break;
+            };
+            let wrote = tally.apply_one(known, planned, outcome).await;
+            wrote_crd |= wrote && is_crd(&planned.key.group_kind);
         }
+        tally.record_unapplied(known, plan);
+        wrote_crd
     }
 
     /// Deletes the tracking objects of removed declarations (their finalizers apply the table)
@@ -916,9 +1012,15 @@ impl Sync<'_> {
             if tracked.deleting() {
                 continue;
             }
-            match tracking::delete(self.ctx, tracked).await {
-                Ok(()) => self.result.deleted += 1,
-                Err(failure) => self.errors.push(source_error(
+            let permit = self.known.ctx.writes.acquire().await.ok();
+            let deleted = tracking::delete(self.known.ctx, tracked).await;
+            drop(permit);
+            match deleted {
+                Ok(()) => {
+                    self.tally.result.deleted += 1;
+                    self.tally.tracking_deleted += 1;
+                }
+                Err(failure) => self.tally.errors.push(source_error(
                     failure.code(),
                     None,
                     Some(tracked.key.to_string()),
@@ -936,9 +1038,12 @@ impl Sync<'_> {
                 desired: None,
                 compare: &compare,
             };
-            match self.applier.sync_object(&target, Some(live)).await {
+            let permit = self.known.ctx.writes.acquire().await.ok();
+            let swept = self.known.applier.sync_object(&target, Some(live)).await;
+            drop(permit);
+            match swept {
                 Ok(outcome) if outcome.decision.action == Action::Delete => {
-                    self.result.deleted += 1;
+                    self.tally.result.deleted += 1;
                     let why = format!(
                         "it carries the management label, its kind is declared and no \
                          declaration or tracking object explains it (seeds/000 row {}: {})",
@@ -946,16 +1051,16 @@ impl Sync<'_> {
                         outcome.decision.row.reason()
                     );
                     notice::deleted(
-                        self.ctx,
-                        &self.handle.reference,
-                        &self.handle.uid,
+                        self.known.ctx,
+                        &self.known.handle.reference,
+                        &self.known.handle.uid,
                         &notice::describe(key),
                         &why,
                     )
                     .await;
                 }
                 Ok(_) => {}
-                Err(failure) => self.errors.push(source_error(
+                Err(failure) => self.tally.errors.push(source_error(
                     failure.code(),
                     None,
                     Some(key.to_string()),
@@ -966,33 +1071,54 @@ impl Sync<'_> {
     }
 
     fn publish(&self) {
-        let records = self.records.clone();
-        self.ctx
+        let records = self.tally.records.clone();
+        self.known
+            .ctx
             .registry
-            .update(&self.handle.reference, |record| record.objects = records);
+            .update(&self.known.handle.reference, |record| {
+                record.objects = records
+            });
     }
 
     fn finish(self, good: &GoodState) -> RoundResult {
-        let count = |state: ObjectState| self.records.values().filter(|r| r.state == state).count();
+        let count = |state: ObjectState| {
+            self.tally
+                .records
+                .values()
+                .filter(|r| r.state == state)
+                .count()
+        };
         let counters = Counters {
-            discovered: self.state.objects.len(),
+            discovered: self.known.state.objects.len(),
             applied: count(ObjectState::InSync),
             ignored: count(ObjectState::Ignored),
             in_sync: count(ObjectState::InSync),
         };
-        let source = self.handle.reference.to_string();
+        let source = self.known.handle.reference.to_string();
         let by_state: Vec<(ObjectState, usize)> =
             ObjectState::ALL.iter().map(|s| (*s, count(*s))).collect();
-        self.ctx.metrics.set_objects(&source, &by_state);
-        let mut result = self.result;
+        self.known.ctx.metrics.set_objects(&source, &by_state);
+        let held = self
+            .known
+            .tracked
+            .values()
+            .filter(|tracked| !tracked.deleting())
+            .count()
+            .saturating_add(self.tally.tracking_created)
+            .saturating_sub(self.tally.tracking_deleted);
+        let prune_window = self
+            .tally
+            .prune_window
+            .map(|window| window_status(window_of(&window).after_round(held)));
+        let mut result = self.tally.result;
         result.report = Some(RoundReport {
             outcome: Outcome::Synced,
             commit: Some(good.commit.clone()),
             counters: Some(counters),
-            ignored_files: self.ignored_files,
-            errors: self.errors,
-            prune_window: self.prune_window,
-            refused: self.refused,
+            ignored_files: self.tally.ignored_files,
+            errors: self.tally.errors,
+            prune_window,
+            refused: self.tally.refused,
         });
         result
     }

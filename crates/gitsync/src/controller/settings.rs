@@ -23,6 +23,8 @@ pub struct Settings {
     pub prune_window: Duration,
     /// How often every object is compared with git even when the commit did not change.
     pub resync_period: Duration,
+    /// Writes in flight to the API server at once, over all sources (`--max-concurrent-writes`).
+    pub max_concurrent_writes: usize,
     pub cache_dir: PathBuf,
     pub fetch: FetchSettings,
     /// How long to wait for the kinds of a newly applied CustomResourceDefinition to be served.

@@ -78,6 +78,20 @@ pub struct PruneWindow {
     pub pruned: usize,
 }
 
+impl PruneWindow {
+    /// The window after a round that leaves the source holding `held` objects: the high-water
+    /// mark is the most the source held at any time in the window, the end of a round
+    /// included. Counting only the inventory a round starts from would leave the mark of a
+    /// source that just grew for the next round to raise, a status write of its own.
+    #[must_use]
+    pub fn after_round(self, held: usize) -> Self {
+        Self {
+            high_water: self.high_water.max(held),
+            ..self
+        }
+    }
+}
+
 /// What a round is about to delete, against what the source holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PruneCount {
@@ -524,6 +538,24 @@ mod tests {
         };
         assert!(message.contains("4 pruned earlier"), "{message}");
         assert_eq!((window.high_water, window.pruned), (8, 4));
+    }
+
+    #[test]
+    fn the_high_water_mark_counts_what_a_round_leaves_the_source_holding() {
+        // A new source: the round starts from nothing and creates ten objects.
+        let window = budget().check(None, count(0, 0), at(0), false).window();
+        assert_eq!(window.high_water, 0);
+        let after = window.after_round(10);
+        assert_eq!((after.high_water, after.pruned), (10, 0));
+        // The next round starts from those ten and keeps the window as it is.
+        assert_eq!(
+            budget()
+                .check(Some(after), count(10, 0), at(60), false)
+                .window(),
+            after
+        );
+        // A round that pruned lowers nothing: the mark is the most the source held.
+        assert_eq!(after.after_round(4).high_water, 10);
     }
 
     #[test]
