@@ -136,18 +136,24 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    #[tokio::test]
-    async fn in_flight_work_finishes_before_drain_returns() {
-        let shutdown = Shutdown::new(Duration::from_secs(30));
+    /// Tracked work that outlives the signal, such as finishing an apply; the flag says it
+    /// finished.
+    fn spawn_slow_writer(shutdown: &Shutdown) -> Arc<AtomicBool> {
         let finished = Arc::new(AtomicBool::new(false));
         let token = shutdown.token();
         let flag = finished.clone();
         shutdown.spawn(async move {
             token.cancelled().await;
-            // Work that outlives the signal, such as finishing an apply.
             tokio::time::sleep(Duration::from_millis(50)).await;
             flag.store(true, Ordering::SeqCst);
         });
+        finished
+    }
+
+    #[tokio::test]
+    async fn in_flight_work_finishes_before_drain_returns() {
+        let shutdown = Shutdown::new(Duration::from_secs(30));
+        let finished = spawn_slow_writer(&shutdown);
         shutdown.trigger();
         assert_eq!(shutdown.drain().await, Drained::Completed);
         assert!(finished.load(Ordering::SeqCst));
@@ -156,15 +162,8 @@ mod tests {
     #[tokio::test]
     async fn releases_wait_until_every_tracked_task_has_finished() {
         let shutdown = Shutdown::new(Duration::from_secs(30));
-        let writer_done = Arc::new(AtomicBool::new(false));
+        let writer_done = spawn_slow_writer(&shutdown);
         let released_after_writer = Arc::new(AtomicBool::new(false));
-        let token = shutdown.token();
-        let done = writer_done.clone();
-        shutdown.spawn(async move {
-            token.cancelled().await;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            done.store(true, Ordering::SeqCst);
-        });
         let release = shutdown.release_token();
         let (done, seen) = (writer_done.clone(), released_after_writer.clone());
         shutdown.spawn_release(async move {
