@@ -106,10 +106,10 @@ pub enum ClusterError {
         kubeconfig: String,
         source: arbor_runtime::client::ClientError,
     },
-    #[error("cannot build a Kubernetes client from {kubeconfig}: {source}")]
+    #[error("{kubeconfig}: {source}")]
     Client {
         kubeconfig: String,
-        source: kube::Error,
+        source: arbor_runtime::client::ClientError,
     },
     #[error(
         "no Service {namespace}/{name}: is Arbor installed in namespace {namespace:?} as release {release:?}? (set --arbor-namespace and --release)"
@@ -337,7 +337,8 @@ async fn client(target: &ClusterTarget) -> Result<kube::Client, ClusterError> {
         kubeconfig: target.describe_kubeconfig(),
         source,
     })?;
-    kube::Client::try_from(config).map_err(|source| ClusterError::Client {
+    // Arbor's retry policy for throttled requests, as the controllers have it.
+    arbor_runtime::client::with_retries(config).map_err(|source| ClusterError::Client {
         kubeconfig: target.describe_kubeconfig(),
         source,
     })

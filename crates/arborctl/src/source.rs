@@ -88,7 +88,7 @@ fn served_scopes(
 ) -> anyhow::Result<ScopeTable> {
     let discover = async {
         let config = arbor_runtime::client::config_for(Some(kubeconfig), context).await?;
-        let client = kube::Client::try_from(config)?;
+        let client = arbor_runtime::client::with_retries(config)?;
         let discovery = kube::Discovery::new(client)
             .run()
             .await

@@ -78,7 +78,13 @@ pub async fn client(args: &CommonArgs) -> Result<Client, ClientError> {
 
 /// A client for `config` whose requests are retried when the API server throttles them
 /// ([`crate::throttle`]).
-pub fn with_retries(config: Config) -> Result<Client, ClientError> {
+///
+/// kube-rs's own retry layer is turned off: it sits under ours, backs off up to 1,000 s and
+/// prefers its backoff over a shorter `Retry-After`, so with both a request refused a few
+/// times in a row was resent up to 16 times per attempt of ours and one object could hold a
+/// round for minutes after the server had recovered.
+pub fn with_retries(mut config: Config) -> Result<Client, ClientError> {
+    config.default_retry = false;
     Ok(ClientBuilder::try_from(config)?
         .with_layer(&RetryThrottledLayer::default())
         .build())
