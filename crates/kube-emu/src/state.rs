@@ -6,7 +6,6 @@
 //! subresource keeps its status on main-resource writes and everything else on `/status`
 //! writes; `generation` moves only when something outside metadata and status changes.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -415,19 +414,37 @@ impl State {
         )
     }
 
-    /// The node ports held by the stored Services other than `key`, when `kind` is Service:
-    /// read from the store, so a deleted Service's ports are free again at once.
-    fn node_ports_in_use(&self, kind: &ResourceKind, key: &ObjectKey) -> BTreeSet<i64> {
+    /// The node ports and cluster IPs held by the stored Services other than `key`, when `kind`
+    /// is Service: read from the store, so what a deleted or retyped Service held is free again
+    /// at once.
+    fn held_by_other_services(&self, kind: &ResourceKind, key: &ObjectKey) -> strategy::Held {
+        let mut held = strategy::Held::default();
         if kind.custom || kind.id != ResourceId::new("", "services") {
-            return BTreeSet::new();
+            return held;
         }
-        self.store
+        for (_, service) in self
+            .store
             .list(&kind.id, None)
             .filter(|(other, _)| *other != key)
-            .filter_map(|(_, service)| meta::lookup_path(service, "spec.ports")?.as_array())
-            .flatten()
-            .filter_map(|port| port.get("nodePort")?.as_i64())
-            .collect()
+        {
+            let ports = meta::lookup_path(service, "spec.ports").and_then(Value::as_array);
+            held.node_ports.extend(
+                ports
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|port| port.get("nodePort")?.as_i64()),
+            );
+            let ips = meta::lookup_path(service, "spec.clusterIPs").and_then(Value::as_array);
+            held.cluster_ips.extend(
+                ips.into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .chain(meta::lookup_path(service, "spec.clusterIP").and_then(Value::as_str))
+                    .filter(|ip| !ip.is_empty() && *ip != "None")
+                    .map(str::to_owned),
+            );
+        }
+        held
     }
 
     /// Creates `object` as a `kind` in `url_namespace`.
@@ -473,8 +490,8 @@ impl State {
         if kind.custom {
             self.admit_custom_resource(kind, &version, &mut object, None, options)?;
         }
-        let in_use = self.node_ports_in_use(kind, &key);
-        strategy::on_create(kind, &mut object, &in_use)?;
+        let held = self.held_by_other_services(kind, &key);
+        strategy::on_create(kind, &mut object, &held)?;
         check_metadata(kind, &object)?;
         check_size(&object)?;
         let new_kind = kinds::prepare_create(kind, &self.registry, &mut object, &writer.now)?;
@@ -572,8 +589,8 @@ impl State {
         if kind.custom {
             self.admit_custom_resource(kind, &version, &mut new, Some(&old), options)?;
         }
-        let in_use = self.node_ports_in_use(kind, key);
-        strategy::on_update(kind, &old, &mut new, &in_use)?;
+        let held = self.held_by_other_services(kind, key);
+        strategy::on_update(kind, &old, &mut new, &held)?;
         check_metadata(kind, &new)?;
         check_size(&new)?;
         if kind.tracks_generation && spec_part(kind, &new) != spec_part(kind, &old) {

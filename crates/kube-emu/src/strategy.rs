@@ -7,14 +7,16 @@
 //! merged into `data`, the size limits of ConfigMaps and Secrets, and the fields that may not
 //! change (`immutable` ConfigMaps and Secrets, a Secret's `type`, a Service's cluster IP).
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use crate::meta;
 use crate::registry::ResourceKind;
 use crate::status::{ApiError, Cause};
+
+mod service;
+
+pub use service::Held;
 
 /// kube-apiserver's limit on the data of one ConfigMap or Secret.
 pub const DATA_SIZE_LIMIT: u64 = 1024 * 1024;
@@ -90,181 +92,6 @@ fn default_template(spec: &mut Map<String, Value>) {
     {
         default_pod_spec(pod_spec);
     }
-}
-
-/// A free address in kube's default service range, 10.96.0.0/12.
-fn allocate_cluster_ip() -> String {
-    let bytes = uuid::Uuid::new_v4().into_bytes();
-    let third = 96 + (bytes[0] % 16);
-    let fourth = 2 + (bytes[1] % 250);
-    format!("10.{third}.{}.{fourth}", bytes[2])
-}
-
-fn default_service(object: &mut Value) {
-    let Some(spec) = child(object, "spec") else {
-        return;
-    };
-    default_field(spec, "type", json!("ClusterIP"));
-    default_field(spec, "sessionAffinity", json!("None"));
-    let service_type = spec
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    if matches!(service_type.as_str(), "NodePort" | "LoadBalancer") {
-        default_field(spec, "externalTrafficPolicy", json!("Cluster"));
-    }
-    if service_type == "LoadBalancer" {
-        default_field(spec, "allocateLoadBalancerNodePorts", json!(true));
-    }
-    if service_type != "ExternalName" {
-        default_field(spec, "internalTrafficPolicy", json!("Cluster"));
-        let ip = match spec.get("clusterIP").and_then(Value::as_str) {
-            Some(ip) if !ip.is_empty() => ip.to_owned(),
-            _ => allocate_cluster_ip(),
-        };
-        spec.insert("clusterIP".into(), json!(ip));
-        default_field(spec, "clusterIPs", json!([ip]));
-        if ip != "None" {
-            default_field(spec, "ipFamilies", json!(["IPv4"]));
-            default_field(spec, "ipFamilyPolicy", json!("SingleStack"));
-        }
-    }
-    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
-        for port in ports.iter_mut().filter_map(Value::as_object_mut) {
-            default_field(port, "protocol", json!("TCP"));
-            let number = port.get("port").cloned().unwrap_or(Value::Null);
-            default_field(port, "targetPort", number);
-        }
-    }
-    if let Some(status) = child(object, "status") {
-        default_field(status, "loadBalancer", json!({}));
-    }
-}
-
-/// kube's default node-port range.
-const NODE_PORT_RANGE: std::ops::RangeInclusive<i64> = 30000..=32767;
-
-/// Whether kube-apiserver gives `service`'s ports node ports: every port of a NodePort
-/// Service, and of a LoadBalancer Service unless it opts out.
-fn needs_node_ports(service: &Value) -> bool {
-    let spec = service.get("spec");
-    match spec
-        .and_then(|spec| spec.get("type"))
-        .and_then(Value::as_str)
-    {
-        Some("NodePort") => true,
-        Some("LoadBalancer") => {
-            spec.and_then(|spec| spec.get("allocateLoadBalancerNodePorts")) != Some(&json!(false))
-        }
-        _ => false,
-    }
-}
-
-/// The node port of each of `service`'s ports (0 where none is set), in order.
-fn node_ports_of(service: &Value) -> Vec<(String, i64)> {
-    meta::lookup_path(service, "spec.ports")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .map(|port| {
-            let name = port.get("name").and_then(Value::as_str).unwrap_or_default();
-            let number = port.get("nodePort").and_then(Value::as_i64).unwrap_or(0);
-            (name.to_owned(), number)
-        })
-        .collect()
-}
-
-/// Gives each port of `service` that needs a node port one no other Service holds
-/// (`in_use`), as kube-apiserver's allocator does. A port the user chose must be in range
-/// and free; on an update (`old`), a port left out keeps the node port its namesake held, and
-/// the ports `old` already held stay its own.
-fn assign_node_ports(
-    kind: &ResourceKind,
-    service: &mut Value,
-    old: Option<&Value>,
-    in_use: &BTreeSet<i64>,
-) -> Result<(), ApiError> {
-    if !needs_node_ports(service) {
-        return Ok(());
-    }
-    let mut wanted = node_ports_of(service);
-    let held: BTreeSet<i64> = old
-        .filter(|old| needs_node_ports(old))
-        .map(|old| {
-            node_ports_of(old)
-                .into_iter()
-                .map(|(_, port)| port)
-                .collect()
-        })
-        .unwrap_or_default();
-    if let Some(old) = old.filter(|old| needs_node_ports(old)) {
-        // kube patches the old values in by port name, unless another port now uses them.
-        let kept: BTreeSet<i64> = wanted
-            .iter()
-            .map(|(_, port)| *port)
-            .filter(|port| held.contains(port))
-            .collect();
-        let by_name: BTreeMap<String, i64> = node_ports_of(old).into_iter().collect();
-        for (name, port) in wanted.iter_mut().filter(|(_, port)| *port == 0) {
-            if let Some(previous) = by_name
-                .get(name)
-                .filter(|previous| !kept.contains(previous))
-            {
-                *port = *previous;
-            }
-        }
-    }
-    let mut causes = Vec::new();
-    for (index, (_, port)) in wanted.iter().enumerate() {
-        if *port == 0 || held.contains(port) {
-            continue;
-        }
-        let why = if !NODE_PORT_RANGE.contains(port) {
-            format!(
-                "provided port is not in the valid range. The range of valid ports is {}-{}",
-                NODE_PORT_RANGE.start(),
-                NODE_PORT_RANGE.end()
-            )
-        } else if in_use.contains(port) {
-            "provided port is already allocated".to_owned()
-        } else {
-            continue;
-        };
-        causes.push(Cause::invalid(
-            format!("spec.ports[{index}].nodePort"),
-            &json!(port),
-            &why,
-        ));
-    }
-    invalid(kind, service, causes)?;
-    let mut taken: BTreeSet<i64> = in_use.clone();
-    taken.extend(wanted.iter().map(|(_, port)| *port));
-    for (_, port) in wanted.iter_mut().filter(|(_, port)| *port == 0) {
-        *port = allocate_node_port(&taken)?;
-        taken.insert(*port);
-    }
-    let ports = service
-        .get_mut("spec")
-        .and_then(|spec| spec.get_mut("ports"))
-        .and_then(Value::as_array_mut);
-    for (port, (_, number)) in ports.into_iter().flatten().zip(wanted) {
-        if let Some(port) = port.as_object_mut() {
-            port.insert("nodePort".into(), json!(number));
-        }
-    }
-    Ok(())
-}
-
-/// A free port of the node-port range, from a random start as kube's allocator picks.
-fn allocate_node_port(taken: &BTreeSet<i64>) -> Result<i64, ApiError> {
-    let size = NODE_PORT_RANGE.end() - NODE_PORT_RANGE.start() + 1;
-    let bytes = uuid::Uuid::new_v4().into_bytes();
-    let start = i64::from(u16::from_be_bytes([bytes[0], bytes[1]])) % size;
-    (0..size)
-        .map(|step| NODE_PORT_RANGE.start() + (start + step) % size)
-        .find(|port| !taken.contains(port))
-        .ok_or_else(|| ApiError::internal("failed to allocate a nodePort: range is full"))
 }
 
 /// kube-apiserver's Job defaults, and the selector its strategy generates from the Job's uid
@@ -411,13 +238,9 @@ fn is_config_map_or_secret(kind: &ResourceKind) -> bool {
     is(kind, "", "ConfigMap") || is(kind, "", "Secret")
 }
 
-/// Defaults and checks of a new object of a built-in kind; `node_ports_in_use` are the node
-/// ports other Services hold.
-pub fn on_create(
-    kind: &ResourceKind,
-    object: &mut Value,
-    node_ports_in_use: &BTreeSet<i64>,
-) -> Result<(), ApiError> {
+/// Defaults and checks of a new object of a built-in kind; `held` is what the other Services
+/// hold.
+pub fn on_create(kind: &ResourceKind, object: &mut Value, held: &Held) -> Result<(), ApiError> {
     if kind.custom {
         return Ok(());
     }
@@ -439,8 +262,7 @@ pub fn on_create(
             default_field(status, "qosClass", json!("BestEffort"));
         }
     } else if is(kind, "", "Service") {
-        default_service(object);
-        assign_node_ports(kind, object, None, node_ports_in_use)?;
+        service::on_create(kind, object, held)?;
     } else if is(kind, "batch", "Job") {
         default_job(object);
     } else if is(kind, "scheduling.k8s.io", "PriorityClass") {
@@ -533,13 +355,13 @@ fn workload_defaults(kind: &ResourceKind) -> Option<fn(&mut Map<String, Value>)>
 
 const IMMUTABLE_WHEN_SET: &str = "field is immutable when `immutable` is set";
 
-/// Defaults and checks of an update of a built-in kind (`old` is the stored object;
-/// `node_ports_in_use` the node ports other Services hold).
+/// Defaults and checks of an update of a built-in kind (`old` is the stored object; `held`
+/// what the other Services hold).
 pub fn on_update(
     kind: &ResourceKind,
     old: &Value,
     new: &mut Value,
-    node_ports_in_use: &BTreeSet<i64>,
+    held: &Held,
 ) -> Result<(), ApiError> {
     if kind.custom {
         return Ok(());
@@ -573,43 +395,7 @@ pub fn on_update(
         return invalid(kind, new, causes);
     }
     if is(kind, "", "Service") {
-        let old_ip = meta::lookup_path(old, "spec.clusterIP").cloned();
-        let new_ip = meta::lookup_path(new, "spec.clusterIP").cloned();
-        let Some(spec) = child(new, "spec") else {
-            return Ok(());
-        };
-        match (old_ip, new_ip) {
-            // An update that leaves the address out keeps the allocated one.
-            (Some(old_ip), None) | (Some(old_ip), Some(Value::Null)) => {
-                spec.insert("clusterIP".into(), old_ip.clone());
-                default_field(
-                    spec,
-                    "clusterIPs",
-                    meta::lookup_path(old, "spec.clusterIPs")
-                        .cloned()
-                        .unwrap_or_else(|| json!([old_ip])),
-                );
-            }
-            (Some(old_ip), Some(new_ip)) if new_ip == json!("") => {
-                spec.insert("clusterIP".into(), old_ip);
-            }
-            (Some(old_ip), Some(new_ip)) if old_ip != new_ip => {
-                return invalid(
-                    kind,
-                    new,
-                    vec![Cause::invalid(
-                        "spec.clusterIPs[0]",
-                        &new_ip,
-                        "may not change once set",
-                    )],
-                );
-            }
-            _ => {}
-        }
-        if let Some(old_ips) = meta::lookup_path(old, "spec.clusterIPs") {
-            default_field(spec, "clusterIPs", old_ips.clone());
-        }
-        assign_node_ports(kind, new, Some(old), node_ports_in_use)?;
+        service::on_update(kind, old, new, held)?;
     }
     Ok(())
 }
@@ -629,14 +415,14 @@ mod tests {
     #[test]
     fn a_pod_starts_pending_and_a_service_gets_a_cluster_ip() {
         let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}});
-        on_create(&kind("", "pods"), &mut pod, &BTreeSet::new()).expect("valid");
+        on_create(&kind("", "pods"), &mut pod, &Held::default()).expect("valid");
         assert_eq!(pod["status"]["phase"], "Pending");
         assert_eq!(
             pod["spec"]["containers"][0]["imagePullPolicy"],
             "IfNotPresent"
         );
         let mut service = json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}});
-        on_create(&kind("", "services"), &mut service, &BTreeSet::new()).expect("valid");
+        on_create(&kind("", "services"), &mut service, &Held::default()).expect("valid");
         let ip = service["spec"]["clusterIP"].as_str().expect("an address");
         assert!(ip.starts_with("10."), "{ip}");
         assert_eq!(service["spec"]["ports"][0]["targetPort"], 80);
@@ -646,7 +432,7 @@ mod tests {
             &kind("", "services"),
             &service,
             &mut moved,
-            &BTreeSet::new(),
+            &Held::default(),
         )
         .expect_err("immutable");
         assert!(
@@ -661,14 +447,14 @@ mod tests {
         let secrets = kind("", "secrets");
         let mut secret =
             json!({"metadata": {"name": "s"}, "stringData": {"a": "b"}, "immutable": true});
-        on_create(&secrets, &mut secret, &BTreeSet::new()).expect("valid");
+        on_create(&secrets, &mut secret, &Held::default()).expect("valid");
         assert_eq!(secret["data"]["a"], "Yg==");
         assert!(secret.get("stringData").is_none());
         assert_eq!(secret["type"], "Opaque");
         let mut changed = secret.clone();
         changed["data"]["a"] = json!("Yw==");
         let error =
-            on_update(&secrets, &secret, &mut changed, &BTreeSet::new()).expect_err("immutable");
+            on_update(&secrets, &secret, &mut changed, &Held::default()).expect_err("immutable");
         assert_eq!(
             error.message,
             "Secret \"s\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
@@ -679,7 +465,7 @@ mod tests {
     fn config_maps_hold_at_most_one_mebibyte() {
         let mut big = json!({"metadata": {"name": "big"}, "data": {"a": "x".repeat(1024 * 1024)}});
         let error =
-            on_create(&kind("", "configmaps"), &mut big, &BTreeSet::new()).expect_err("too big");
+            on_create(&kind("", "configmaps"), &mut big, &Held::default()).expect_err("too big");
         assert_eq!(
             error.message,
             "ConfigMap \"big\" is invalid: []: Too long: may not be more than 1048576 bytes"

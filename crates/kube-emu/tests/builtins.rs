@@ -416,6 +416,158 @@ async fn node_ports_are_held_by_one_service_at_a_time_and_kept_across_updates() 
     assert_eq!(node_ports(&reused), [30080]);
 }
 
+fn cluster_ip(service: &Service) -> String {
+    service
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.cluster_ip.clone())
+        .unwrap_or_default()
+}
+
+/// kube-apiserver's service IP allocator: a chosen address must be in the service range and
+/// free (`spec.clusterIPs` names it, as kube's dual-stack allocator does), allocated
+/// addresses never collide with held ones, and a deleted Service's address is free again.
+#[tokio::test]
+async fn cluster_ips_are_held_by_one_service_at_a_time() {
+    let (_emu, client) = start().await;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let service = |name: &str, ip: Option<&str>| -> Service {
+        let mut spec = json!({"selector": {"app": name}, "ports": [{"port": 80}]});
+        if let Some(ip) = ip {
+            spec["clusterIP"] = json!(ip);
+        }
+        from_json(json!({"metadata": {"name": name}, "spec": spec}))
+    };
+    let dns = create(&services, &service("dns", Some("10.96.0.10"))).await;
+    assert_eq!(cluster_ip(&dns), "10.96.0.10");
+    let refused = |name: &'static str, ip: &'static str| {
+        let services = services.clone();
+        async move {
+            api_status(
+                services
+                    .create(&PostParams::default(), &service(name, Some(ip)))
+                    .await
+                    .expect_err("the address is refused"),
+            )
+        }
+    };
+    let taken = refused("copycat", "10.96.0.10").await;
+    assert_eq!(
+        (taken.code, taken.message.as_str()),
+        (
+            422,
+            "Service \"copycat\" is invalid: spec.clusterIPs: Invalid value: []string{\"10.96.0.10\"}: failed to allocate IP 10.96.0.10: provided IP is already allocated"
+        )
+    );
+    let outside = refused("outside", "192.168.0.1").await;
+    assert_eq!(
+        outside.message,
+        "Service \"outside\" is invalid: spec.clusterIPs: Invalid value: []string{\"192.168.0.1\"}: failed to allocate IP 192.168.0.1: the provided IP (192.168.0.1) is not in the valid range. The range of valid IPs is 10.96.0.0/12"
+    );
+    // Headless Services hold no address, however many there are.
+    create(&services, &service("headless-a", Some("None"))).await;
+    create(&services, &service("headless-b", Some("None"))).await;
+
+    let mut held = std::collections::BTreeSet::from([cluster_ip(&dns)]);
+    for index in 0..200 {
+        let allocated = create(&services, &service(&format!("svc-{index}"), None)).await;
+        assert!(
+            held.insert(cluster_ip(&allocated)),
+            "{} was given out twice",
+            cluster_ip(&allocated)
+        );
+    }
+    services
+        .delete("dns", &Default::default())
+        .await
+        .expect("deleted");
+    let reused = create(&services, &service("dns-again", Some("10.96.0.10"))).await;
+    assert_eq!(cluster_ip(&reused), "10.96.0.10");
+}
+
+/// kube-apiserver's `dropTypeDependentFields`: a Service switched to a type that needs no node
+/// ports (or no address) loses the allocated values it did not change, and they are free again;
+/// a node port kept by hand on a ClusterIP Service is refused.
+#[tokio::test]
+async fn a_service_changing_type_releases_what_the_new_type_does_not_use() {
+    let (_emu, client) = start().await;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let exposed = create(
+        &services,
+        &node_port_service("exposed", json!([{"port": 80, "nodePort": 30080}])),
+    )
+    .await;
+    let mut internal = exposed.clone();
+    if let Some(spec) = internal.spec.as_mut() {
+        spec.type_ = Some("ClusterIP".into());
+    }
+    let internal = services
+        .replace("exposed", &PostParams::default(), &internal)
+        .await
+        .expect("switched to ClusterIP");
+    assert_eq!(node_ports(&internal), Vec::<i32>::new());
+    assert_eq!(
+        internal
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.external_traffic_policy.clone()),
+        None
+    );
+    let reused = create(
+        &services,
+        &node_port_service("reused", json!([{"port": 80, "nodePort": 30080}])),
+    )
+    .await;
+    assert_eq!(node_ports(&reused), [30080]);
+
+    let patched = services
+        .patch(
+            "reused",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"type": "ClusterIP", "ports": [{"port": 80, "nodePort": 30081}]}}),
+            ),
+        )
+        .await
+        .expect_err("a new node port on a ClusterIP Service");
+    let status = api_status(patched);
+    assert_eq!(
+        (status.code, status.message.as_str()),
+        (
+            422,
+            "Service \"reused\" is invalid: spec.ports[0].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'"
+        )
+    );
+
+    let mut external = internal.clone();
+    if let Some(spec) = external.spec.as_mut() {
+        spec.type_ = Some("ExternalName".into());
+        spec.external_name = Some("db.example.org".into());
+    }
+    let external = services
+        .replace("exposed", &PostParams::default(), &external)
+        .await
+        .expect("switched to ExternalName");
+    let spec = external.spec.expect("spec");
+    assert_eq!(
+        (
+            spec.cluster_ip,
+            spec.cluster_ips,
+            spec.ip_families,
+            spec.ip_family_policy
+        ),
+        (None, None, None, None)
+    );
+    let address = cluster_ip(&internal);
+    let again = create(
+        &services,
+        &from_json(json!({"metadata": {"name": "again"},
+            "spec": {"clusterIP": address, "ports": [{"port": 80}]}})),
+    )
+    .await;
+    assert_eq!(cluster_ip(&again), address);
+}
+
 #[tokio::test]
 async fn a_job_with_per_index_backoff_limits_defaults_its_backoff_limit_to_max_int32() {
     let (_emu, client) = start().await;
