@@ -14,7 +14,7 @@ use arbor_policy::sync::round::{
     self, DeclaredInput, LiveObject, Prune, PruneInput, RoundInput, RoundPlan, Rules, SourceInfo,
     TrackedObject,
 };
-use arbor_policy::sync::{Action, CompareFields, Row};
+use arbor_policy::sync::{Action, CompareFields, Moment, Row};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
@@ -861,23 +861,21 @@ impl Tally {
             Ok(outcome) => {
                 record.decision = Some(outcome.decision);
                 record.message = outcome.decision.row.reason().to_owned();
-                record.state = match outcome.decision.row {
-                    Row::DeclaredButUnmanaged => {
-                        self.errors.push(source_error(
-                            error::UNMANAGED_OBJECT,
-                            Some(planned.file.clone()),
-                            Some(planned.key.to_string()),
-                            format!(
-                                "exists on the cluster without the management label {}; Arbor \
-                                 leaves it alone (label it to let Arbor manage it)",
-                                known.ctx.settings.label
-                            ),
-                        ));
-                        ObjectState::Unmanaged
-                    }
-                    Row::SyncNotDeclared => ObjectState::Ignored,
-                    _ => ObjectState::InSync,
-                };
+                if outcome.decision.row == Row::DeclaredButUnmanaged {
+                    self.errors.push(source_error(
+                        error::UNMANAGED_OBJECT,
+                        Some(planned.file.clone()),
+                        Some(planned.key.to_string()),
+                        format!(
+                            "exists on the cluster without the management label {}; Arbor \
+                             leaves it alone (label it to let Arbor manage it)",
+                            known.ctx.settings.label
+                        ),
+                    ));
+                }
+                // Rows 5 and 7 are for undeclared objects: a declared one always has a state.
+                record.state = ObjectState::of(outcome.decision.row, Moment::CarriedOut)
+                    .unwrap_or(ObjectState::Pending);
                 if !known.tracked.contains_key(&planned.key) {
                     self.tracking_created += 1;
                 }

@@ -17,7 +17,7 @@ use arbor_api::source::DeletionPolicy;
 use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, DeclaredObject, GitTrack, GitTrackObject};
 use arbor_policy::object::{GroupVersionKind, ObjectKey, gvk};
 use arbor_policy::ownership::{ClusterGitTrackMode, Owner, TrackingObject};
-use arbor_policy::sync::round::{self, Finalize, FinalizeInput, SourceStanding};
+use arbor_policy::sync::round::{self, Finalize, FinalizeInput, SourceSeen, SourceStanding};
 use arbor_policy::sync::{Action, CompareFields};
 use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
@@ -29,7 +29,6 @@ use super::Context;
 use super::error::ControllerError;
 use super::handle::SourceHandle;
 use super::plan::PlannedObject;
-use super::registry::ObjectState;
 use crate::apply::{ApplyError, Target};
 
 /// Name (under the key domain) of the annotation recording the source's deletion policy on a
@@ -441,63 +440,40 @@ pub fn manager(tracked: &Tracked) -> Option<(String, String)> {
     owner_source(tracked).map(|(source, uid)| (source.to_string(), uid))
 }
 
-/// Where the owner of a tracking object stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SourceState {
-    Alive,
-    /// Being deleted, and holding gitsync's finalizer: its deletion decides for every object.
-    Deleting,
-    /// Gone, replaced (another uid), or deleted without gitsync's finalizer.
-    Gone,
-}
-
-/// Where the source stands. Only its metadata is read, so a source whose spec does not decode
-/// still holds its objects.
-async fn source_state(
+/// Where the source stands ([`SourceStanding::of`]). Only its metadata is read, so a source
+/// whose spec does not decode still holds its objects.
+async fn source_standing(
     ctx: &Context,
     source: &SourceRef,
     uid: &str,
-) -> Result<SourceState, ControllerError> {
-    let state = |meta: Option<&ObjectMeta>| match meta {
-        Some(meta) if meta.uid.as_deref() == Some(uid) => {
-            if meta.deletion_timestamp.is_none() {
-                SourceState::Alive
-            } else if meta
-                .finalizers
-                .iter()
-                .flatten()
-                .any(|finalizer| finalizer == GITSYNC_FINALIZER)
-            {
-                SourceState::Deleting
-            } else {
-                SourceState::Gone
-            }
-        }
-        _ => SourceState::Gone,
-    };
+) -> Result<SourceStanding, ControllerError> {
     let read = |source| ControllerError::kube("read source", "owner", source);
-    Ok(match source {
+    let meta = match source {
         SourceRef::GitTrack { namespace, name } => {
             let api: Api<GitTrack> = Api::namespaced(ctx.client.clone(), namespace);
-            state(
-                api.get_metadata_opt(name)
-                    .await
-                    .map_err(read)?
-                    .as_ref()
-                    .map(|s| &s.metadata),
-            )
+            api.get_metadata_opt(name)
+                .await
+                .map_err(read)?
+                .map(|found| found.metadata)
         }
         SourceRef::ClusterGitTrack { name } => {
             let api: Api<ClusterGitTrack> = Api::all(ctx.client.clone());
-            state(
-                api.get_metadata_opt(name)
-                    .await
-                    .map_err(read)?
-                    .as_ref()
-                    .map(|s| &s.metadata),
-            )
+            api.get_metadata_opt(name)
+                .await
+                .map_err(read)?
+                .map(|found| found.metadata)
         }
-    })
+    };
+    let seen = meta.as_ref().map(|meta| SourceSeen {
+        uid: meta.uid.as_deref(),
+        deleting: meta.deletion_timestamp.is_some(),
+        finalized: meta
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|finalizer| finalizer == GITSYNC_FINALIZER),
+    });
+    Ok(SourceStanding::of(seen, uid))
 }
 
 /// The owner of a tracking object, when this instance reconciles it.
@@ -526,7 +502,7 @@ pub fn declared_elsewhere(
     ctx.registry
         .declarations(key)
         .into_iter()
-        .filter(|(source, _, record)| Some(source) != owner && record.state != ObjectState::Ignored)
+        .filter(|(source, _, record)| Some(source) != owner && record.state.may_manage())
         .map(|(source, _, _)| source)
         .collect()
 }
@@ -539,11 +515,11 @@ pub async fn finalize<K: TrackingKind>(ctx: &Context, object: &K) -> Result<bool
         return Ok(true);
     };
     let owner = owner_source(&tracked);
-    let state = match &owner {
-        Some((source, uid)) => source_state(ctx, source, uid).await?,
-        None => SourceState::Gone,
+    let standing = match &owner {
+        Some((source, uid)) => source_standing(ctx, source, uid).await?,
+        None => SourceStanding::Gone,
     };
-    let alive = state == SourceState::Alive;
+    let alive = standing == SourceStanding::Alive;
     let owning = owner.as_ref().map(|(source, _)| source);
     let still_declared = alive
         && owning.is_some_and(|source| {
@@ -559,11 +535,7 @@ pub async fn finalize<K: TrackingKind>(ctx: &Context, object: &K) -> Result<bool
         .and_then(|annotations| annotations.get(&ctx.settings.keys.custom(DELETION_POLICY)))
         .is_some_and(|policy| policy == "Orphan");
     let decision = round::finalize(FinalizeInput {
-        source: match state {
-            SourceState::Alive => SourceStanding::Alive,
-            SourceState::Deleting => SourceStanding::Deleting,
-            SourceState::Gone => SourceStanding::Gone,
-        },
+        source: standing,
         still_declared,
         declared_elsewhere: !others.is_empty(),
         orphan,

@@ -24,7 +24,9 @@
 //! - [`RoundPlan::prune`]: whether the round may delete at all. Never after a failed parse
 //!   (the last good commit stays applied and nothing is deleted), never with `prune: false`,
 //!   and otherwise only within the mass-prune budget ([`PruneBudget::check`]).
-//! - [`finalize`]: what the finalizer of one tracking object does when it is deleted.
+//! - [`finalize`]: what the finalizer of one tracking object does when it is deleted, from
+//!   where its source stands ([`SourceStanding::of`] its metadata: the same uid, being deleted,
+//!   holding gitsync's finalizer).
 //!
 //! ## Rules and their tests
 //!
@@ -39,7 +41,7 @@
 //! | `prune: false` deletes nothing | `prune_disabled_deletes_nothing` | `controller_pruning.rs`: `prune_false_leaves_an_object_removed_from_git_on_the_cluster` |
 //! | the mass-prune guard stops a round | `the_mass_prune_guard_blocks_the_round` | `controller_pruning.rs`: `mass_prune_guard_counts_every_round_of_the_window_across_a_restart`; `controller_safety.rs`: `a_round_that_deletes_every_namespace_is_blocked`; e2e `arborctl_diff_*` (the preview names the guard) |
 //! | rows 1–4 for declared objects | `rows_1_to_4_decide_each_declared_object` | `controller_table.rs`; e2e `arborctl_diff_previews_create_update_delete_unmanaged_and_the_prune_guard` |
-//! | finalizer: the source's deletion decides, a hand-deleted declared object is recreated, another declaring source takes it, `Orphan` releases, otherwise the table (row 5 or 8) | `finalizer_*` | `controller_pruning.rs`: `deleting_a_source_orphans_by_default`, `pruning_or_deleting_one_source_keeps_an_object_another_declares`; `controller_table.rs`: `row_8_object_whose_sync_is_removed_is_left_on_the_cluster`; `controller_safety.rs`: `deletion_policy_orphan_leaves_every_object_when_the_source_is_deleted` |
+//! | finalizer: the source's deletion decides, a hand-deleted declared object is recreated, another declaring source takes it, `Orphan` releases, otherwise the table (row 5 or 8) | `finalizer_*`, `a_sources_standing_follows_its_uid_deletion_and_finalizer` | `controller_pruning.rs`: `deleting_a_source_orphans_by_default`, `pruning_or_deleting_one_source_keeps_an_object_another_declares`; `controller_table.rs`: `row_8_object_whose_sync_is_removed_is_left_on_the_cluster`; `controller_safety.rs`: `deletion_policy_orphan_leaves_every_object_when_the_source_is_deleted` |
 //!
 //! A round decides its declared objects one by one as it writes them (their live objects are
 //! read again after CustomResourceDefinitions and Namespaces are applied), with the same table
@@ -359,6 +361,32 @@ pub enum SourceStanding {
     Deleting,
     /// Gone, replaced (another uid), or deleted without gitsync's finalizer.
     Gone,
+}
+
+impl SourceStanding {
+    /// Where the source stands, from its metadata as read now (`None` when it is not found).
+    /// `owner_uid` is the uid the tracking object's ownerReference names: a source of that name
+    /// with another uid is a new one, and the old one is gone.
+    pub fn of(found: Option<SourceSeen<'_>>, owner_uid: &str) -> Self {
+        match found {
+            Some(seen) if seen.uid == Some(owner_uid) => match (seen.deleting, seen.finalized) {
+                (false, _) => Self::Alive,
+                (true, true) => Self::Deleting,
+                (true, false) => Self::Gone,
+            },
+            _ => Self::Gone,
+        }
+    }
+}
+
+/// What [`SourceStanding::of`] reads of a source's metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceSeen<'a> {
+    pub uid: Option<&'a str>,
+    /// It has a deletionTimestamp.
+    pub deleting: bool,
+    /// It holds gitsync's finalizer.
+    pub finalized: bool,
 }
 
 /// What a tracking object's finalizer knows.
@@ -718,6 +746,26 @@ mod tests {
             plan.unmanaged,
             vec![(keys[2].clone(), Row::DeclaredButUnmanaged)]
         );
+    }
+
+    #[test]
+    fn a_sources_standing_follows_its_uid_deletion_and_finalizer() {
+        let seen = |uid, deleting, finalized| SourceSeen {
+            uid: Some(uid),
+            deleting,
+            finalized,
+        };
+        let cases = [
+            (Some(seen("u1", false, false)), SourceStanding::Alive),
+            (Some(seen("u1", false, true)), SourceStanding::Alive),
+            (Some(seen("u1", true, true)), SourceStanding::Deleting),
+            (Some(seen("u1", true, false)), SourceStanding::Gone),
+            (Some(seen("u2", false, true)), SourceStanding::Gone),
+            (None, SourceStanding::Gone),
+        ];
+        for (found, standing) in cases {
+            assert_eq!(SourceStanding::of(found, "u1"), standing, "{found:?}");
+        }
     }
 
     fn finalizing(source: SourceStanding) -> FinalizeInput {
