@@ -216,6 +216,45 @@ impl RoundPlan {
     }
 }
 
+/// What a round would do to one object, as a preview shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Create,
+    Update,
+    Delete,
+    Unchanged,
+    /// Left alone: it lacks the management label (rows 3 and 6).
+    Unmanaged,
+    /// Not Arbor's to change: no Sync declares its kind (row 8), or there is nothing (row 7).
+    Ignored,
+}
+
+impl Change {
+    /// The change `row` makes.
+    pub fn of(row: Row) -> Self {
+        match row {
+            Row::ManagedAndMatching => Self::Unchanged,
+            Row::ManagedAndDrifted => Self::Update,
+            Row::DeclaredButUnmanaged | Row::UndeclaredAndUnmanaged => Self::Unmanaged,
+            Row::DeclaredNotOnCluster => Self::Create,
+            Row::UndeclaredButManaged => Self::Delete,
+            Row::UndeclaredNotOnCluster | Row::SyncNotDeclared => Self::Ignored,
+        }
+    }
+
+    /// Whether the round's guards hold the change back: the mass-prune guard stops the whole
+    /// round (no create or update either), and every guard of [`Prune`] stops deletions.
+    pub fn held(self, prune: &Prune) -> bool {
+        match self {
+            Self::Create | Self::Update => {
+                matches!(prune, Prune::Judged(PruneVerdict::Blocked { .. }))
+            }
+            Self::Delete => !prune.allows(),
+            Self::Unchanged | Self::Unmanaged | Self::Ignored => false,
+        }
+    }
+}
+
 /// Plans one round (see the [module docs](self)).
 pub fn plan(input: &RoundInput<'_>) -> RoundPlan {
     let state = input.state;
@@ -765,6 +804,54 @@ mod tests {
         ];
         for (found, standing) in cases {
             assert_eq!(SourceStanding::of(found, "u1"), standing, "{found:?}");
+        }
+    }
+
+    #[test]
+    fn each_row_makes_one_change_which_the_guards_may_hold() {
+        let table = [
+            (Row::ManagedAndMatching, Change::Unchanged),
+            (Row::ManagedAndDrifted, Change::Update),
+            (Row::DeclaredButUnmanaged, Change::Unmanaged),
+            (Row::DeclaredNotOnCluster, Change::Create),
+            (Row::UndeclaredButManaged, Change::Delete),
+            (Row::UndeclaredAndUnmanaged, Change::Unmanaged),
+            (Row::UndeclaredNotOnCluster, Change::Ignored),
+            (Row::SyncNotDeclared, Change::Ignored),
+        ];
+        assert_eq!(table.len(), Row::ALL.len());
+        for (row, change) in table {
+            assert_eq!(Change::of(row), change, "{row}");
+        }
+        let blocked = Case::new(&["a"])
+            .tracks("a")
+            .tracks("b")
+            .tracks("c")
+            .tracks("d")
+            .plan(&[])
+            .prune;
+        let held = |change: Change| {
+            [
+                Prune::Judged(PruneVerdict::Allowed {
+                    by_annotation: false,
+                    window: PruneWindow {
+                        start: SystemTime::UNIX_EPOCH,
+                        high_water: 0,
+                        pruned: 0,
+                    },
+                }),
+                Prune::ParseFailed,
+                Prune::Disabled,
+                blocked.clone(),
+            ]
+            .map(|prune| change.held(&prune))
+        };
+        // Allowed, parse failed, prune disabled, mass-prune blocked:
+        assert_eq!(held(Change::Create), [false, false, false, true]);
+        assert_eq!(held(Change::Update), [false, false, false, true]);
+        assert_eq!(held(Change::Delete), [false, true, true, true]);
+        for change in [Change::Unchanged, Change::Unmanaged, Change::Ignored] {
+            assert_eq!(held(change), [false; 4], "{change:?}");
         }
     }
 
