@@ -8,7 +8,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::verdict::Verdict;
+use crate::review_outcome::Verdict;
 
 /// Labels of one decision.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

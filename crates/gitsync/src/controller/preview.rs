@@ -25,15 +25,15 @@ use kube::Api;
 
 use super::Context;
 use super::error::ControllerError;
-use super::handle::SourceHandle;
-use super::live::Snapshot;
-use super::load::{self, LoadRequest};
+use super::fetch_and_parse::{self, LoadRequest};
+use super::live_objects::Snapshot;
 use super::plan::{Part, PlannedObject, Planner, Why};
 use super::round::{Observed, declared_kinds, plan_round};
+use super::source_handle::SourceHandle;
 use super::tracking;
 use crate::document::Format;
 use crate::fetch::GitReference;
-use crate::tree::{RawFile, SourceTree};
+use crate::files::{RawFile, SourceTree};
 
 pub use arbor_proto::preview::{MAX_BYTES, MAX_FILES};
 
@@ -213,7 +213,7 @@ async fn fetch(
         layout: handle.layout,
         known_commit: None,
     };
-    let loaded = load::fetch_and_load(&ctx.fetcher, request).await?;
+    let loaded = fetch_and_parse::fetch_and_load(&ctx.fetcher, request).await?;
     let parsed = loaded
         .parsed
         .ok_or_else(|| ControllerError::Load("the commit was not parsed".to_owned()))?;

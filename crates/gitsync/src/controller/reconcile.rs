@@ -32,9 +32,9 @@ use tokio_util::sync::CancellationToken;
 use super::Context;
 use super::deletion;
 use super::error::ControllerError;
-use super::handle::SourceHandle;
 use super::notice;
 use super::round::{self, RoundResult};
+use super::source_handle::SourceHandle;
 use super::status::{self, Outcome, RoundReport};
 use super::tracking::{self, TrackingKind};
 

@@ -20,13 +20,13 @@ use serde_json::Value;
 
 use super::Context;
 use super::error::{self, ControllerError};
-use super::handle::SourceHandle;
-use super::live::Snapshot;
-use super::load::{self, LoadRequest};
+use super::fetch_and_parse::{self, LoadRequest};
+use super::live_objects::Snapshot;
 use super::notice;
 use super::object_status::{self, Attempt, in_sync_condition};
 use super::plan::{Part, Plan, PlannedObject, Planner, Why, crd_kinds, is_crd};
 use super::registry::{GoodState, ObjectRecord, ObjectState};
+use super::source_handle::SourceHandle;
 use super::status::{Changes, Counters, Outcome, RoundReport};
 use super::tracking::{self, Tracked};
 use crate::apply::{Applier, ApplyError, ServedKind, Target};
@@ -54,7 +54,7 @@ pub struct RoundResult {
 /// [module docs](super)).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RoundTimings {
-    pub load: load::LoadTimings,
+    pub load: fetch_and_parse::LoadTimings,
     /// Listing the source's tracking objects.
     pub inventory: Duration,
     /// Discovery and listing the declared kinds' live objects.
@@ -169,7 +169,7 @@ pub async fn run(ctx: &Context, handle: &SourceHandle) -> RoundResult {
             .filter(|_| record.generation == handle.generation)
             .map(|good| good.commit.clone()),
     };
-    let loaded = match load::fetch_and_load(&ctx.fetcher, request).await {
+    let loaded = match fetch_and_parse::fetch_and_load(&ctx.fetcher, request).await {
         Ok(loaded) => loaded,
         Err(error) => {
             let message = error.to_string();

@@ -27,8 +27,8 @@ use serde_json::{Value, json};
 
 use super::Context;
 use super::error::ControllerError;
-use super::handle::SourceHandle;
 use super::plan::PlannedObject;
+use super::source_handle::SourceHandle;
 use crate::apply::{ApplyError, Target};
 
 /// Name (under the key domain) of the annotation recording the source's deletion policy on a

@@ -28,7 +28,7 @@ use kube::core::admission::Operation;
 use super::shape::{ShapeError, check_metadata_maps, string_at};
 use crate::declared::{Declared, DeclaredState, ObjectIdentity};
 use crate::review::ReviewInput;
-use crate::verdict::Check;
+use crate::review_outcome::Check;
 
 /// The answer when arbor-gitsync cannot be asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -20,8 +20,8 @@ use serde_json::Value;
 use super::shape::{ShapeError, string_at};
 use crate::gittrack_owners::GitTrackLocator;
 use crate::review::ReviewInput;
+use crate::review_outcome::{Check, Verdict};
 use crate::settings::PolicySettings;
-use crate::verdict::{Check, Verdict};
 
 /// Which tracking kind is under review.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,6 +23,7 @@ use serde_json::Value;
 use crate::declared::DeclaredState;
 use crate::gittrack_owners::GitTrackLocator;
 use crate::review::ReviewInput;
+use crate::review_outcome::Verdict;
 use crate::rules::namespaces::TreeKind;
 use crate::rules::ownership::TrackingKind;
 use crate::rules::shape::ShapeError;
@@ -30,7 +31,6 @@ use crate::rules::sources::SourceKind;
 use crate::rules::{drift, namespaces, ownership, sources};
 use crate::settings::PolicySettings;
 use crate::tree::TreeSource;
-use crate::verdict::Verdict;
 
 /// The kinds Arbor has rules for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
