@@ -10,7 +10,7 @@
 //! - [`review`]: an AdmissionReview v1 (or a gRPC `ReviewRequest`) becomes a [`ReviewInput`]:
 //!   operation, kind, name, user and the objects as raw JSON.
 //! - [`reviewer`]: which rules concern the input, by kind (the table is in its docs), and the
-//!   [`Verdict`] listing every check ([`review_outcome`]); the first refusal decides.
+//!   [`ReviewOutcome`] listing every check ([`review_outcome`]); the first refusal decides.
 //! - [`rules`]: the ownership matrix (seeds/002), source specs, the namespace tree (seeds/001)
 //!   against a [`tree`] kept by reflectors, with the naming policies of the hierarchy
 //!   configuration arbor-hierarchy reads ([`hierarchy_config`]), and drift prevention
@@ -48,7 +48,7 @@ use arbor_runtime::component::{Component, StartError};
 
 pub use args::Args;
 pub use review::ReviewInput;
-pub use review_outcome::{Check, Verdict};
+pub use review_outcome::{Check, ReviewOutcome};
 pub use reviewer::Policy;
 
 use crate::declared::DeclaredState;

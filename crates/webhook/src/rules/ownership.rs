@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::shape::{ShapeError, string_at};
 use crate::gittrack_owners::GitTrackLocator;
 use crate::review::ReviewInput;
-use crate::review_outcome::{Check, Verdict};
+use crate::review_outcome::{Check, ReviewOutcome};
 use crate::settings::PolicySettings;
 
 /// Which tracking kind is under review.
@@ -82,7 +82,7 @@ pub fn review(
     kind: TrackingKind,
     input: &ReviewInput,
     object: &Value,
-    verdict: &mut Verdict,
+    verdict: &mut ReviewOutcome,
 ) -> Result<(), ShapeError> {
     let tracking = match kind {
         TrackingKind::ClusterGitTrackObject => TrackingObject::ClusterGitTrackObject,
