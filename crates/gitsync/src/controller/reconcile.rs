@@ -191,44 +191,23 @@ async fn run_sources<K: SourceKind>(
     token: CancellationToken,
 ) {
     let resource = api_resource::<K>();
-    let controller = Controller::new_with(api, watcher::Config::default(), resource.clone());
-    // Requests (TriggerSync, ReportDrift, a tracking object deleted by hand) run the same
-    // reconcile on the controller's cached object; the per-source round lock keeps them from
-    // overlapping with the controller's own rounds.
-    let store = controller.store();
-    let requested = {
-        let ctx = ctx.clone();
-        let mut requests = UnboundedReceiverStream::new(requests);
-        let token = token.clone();
-        tokio::spawn(async move {
-            loop {
-                let request = tokio::select! {
-                    request = requests.next() => request,
-                    () = token.cancelled() => None,
-                };
-                let Some(request) = request else { break };
-                let key = match &request {
-                    SourceRef::GitTrack { namespace, name } => {
-                        ObjectRef::new_with(name, resource.clone()).within(namespace)
-                    }
-                    SourceRef::ClusterGitTrack { name } => {
-                        ObjectRef::new_with(name, resource.clone())
-                    }
-                };
-                if let Some(source) = store.get(&key)
-                    && let Err(error) = reconcile_source::<K>(source, ctx.clone()).await
-                {
-                    tracing::warn!(source = %request, %error, "requested round failed");
-                }
+    // Requests (TriggerSync, ReportDrift, a tracking object deleted by hand) are reconciles of
+    // the controller's cached object like any other: the controller never runs two of one
+    // source at once, and a request that comes while one runs is run after it.
+    let requested = UnboundedReceiverStream::new(requests)
+        .take_until(token.clone().cancelled_owned())
+        .map(move |request| match request {
+            SourceRef::GitTrack { namespace, name } => {
+                ObjectRef::new_with(&name, resource.clone()).within(&namespace)
             }
-        })
-    };
-    controller
+            SourceRef::ClusterGitTrack { name } => ObjectRef::new_with(&name, resource.clone()),
+        });
+    Controller::new_with(api, watcher::Config::default(), api_resource::<K>())
+        .reconcile_on(requested)
         .graceful_shutdown_on(token.cancelled_owned())
         .run(reconcile_source::<K>, retry_source::<K>, ctx)
         .for_each(|_| futures::future::ready(()))
         .await;
-    requested.abort();
 }
 
 async fn reconcile_source<K: SourceKind>(
@@ -243,6 +222,7 @@ async fn reconcile_source<K: SourceKind>(
         }
     };
     let handle = SourceHandle::of(&source, &ctx.settings.keys);
+    // A preview of the source (`arborctl diff`) and its round do not run at once.
     let lock = ctx.registry.round_lock(&handle.reference);
     let _round = lock.lock().await;
     // The cached object may be older than the last round's status write.

@@ -116,7 +116,7 @@ impl Registry {
             .remove(source);
     }
 
-    /// The lock that keeps two rounds of one source from running at once.
+    /// The lock that keeps a round and a preview of one source from running at once.
     pub fn round_lock(&self, source: &SourceRef) -> Arc<tokio::sync::Mutex<()>> {
         self.round_locks
             .lock()
