@@ -19,6 +19,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Event, EventType};
+use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
@@ -555,9 +556,54 @@ where
     }
     // Finalizing writes (the object, the finalizer): it shares the instance's write permits.
     let _permit = ctx.writes.acquire().await.ok();
-    if !tracking::finalize(&ctx, &tracking).await? {
-        // Left to its source's deletion; look again in case that never comes.
+    let finalizing = tracking::Finalizing::decide(&ctx, &tracking).await?;
+    if finalizing.left_to_source_deletion(&ctx) {
+        // Look again in case that deletion never comes.
         return Ok(Action::requeue(LEFT_TO_SOURCE));
+    }
+    // kube-runtime's finalizer helper runs the cleanup, then removes gitsync's finalizer with a
+    // JSON patch that tests the entry first (no resourceVersion needed, and a finalizer someone
+    // else added is never dropped).
+    let name = object.name_any();
+    let resource = api_resource::<K>();
+    let api: Api<DynamicObject> = match object.namespace() {
+        Some(namespace) => Api::namespaced_with(ctx.client.clone(), &namespace, &resource),
+        None => Api::all_with(ctx.client.clone(), &resource),
+    };
+    let mut rounds = Vec::new();
+    let finalized = finalizer(&api, GITSYNC_FINALIZER, object, |event| {
+        // Only a Terminating tracking object holding the finalizer comes this far, so the event
+        // is its cleanup; an `Apply` would have nothing to do.
+        let cleanup = matches!(event, FinalizerEvent::Cleanup(_));
+        let (finalizing, ctx, rounds) = (&finalizing, &ctx, &mut rounds);
+        async move {
+            if cleanup {
+                *rounds = finalizing.carry_out(ctx).await?;
+            }
+            Ok::<_, ControllerError>(Action::await_change())
+        }
+    })
+    .await;
+    match finalized {
+        Ok(_) => {}
+        // Gone meanwhile: nothing is left to let go.
+        Err(FinalizerError::RemoveFinalizer(kube::Error::Api(status))) if status.code == 404 => {}
+        Err(FinalizerError::CleanupFailed(error) | FinalizerError::ApplyFailed(error)) => {
+            return Err(error);
+        }
+        Err(FinalizerError::RemoveFinalizer(source) | FinalizerError::AddFinalizer(source)) => {
+            return Err(ControllerError::kube("remove finalizer", name, source));
+        }
+        Err(error @ (FinalizerError::UnnamedObject | FinalizerError::InvalidFinalizer)) => {
+            return Err(ControllerError::Finalizer {
+                object: name,
+                problem: error.to_string(),
+            });
+        }
+    }
+    // Rounds are asked for once the tracking object is let go, so that they make a new one.
+    for source in &rounds {
+        ctx.registry.request_round(source);
     }
     Ok(Action::await_change())
 }

@@ -4,11 +4,14 @@
 //! The applied object itself carries no ownerReference (seeds/002: garbage collection through
 //! ownerReferences can delete whole clusters). Deleting a tracking object (the round prunes a
 //! declaration that is gone, or garbage collection follows a deleted source) therefore ends in
-//! [`finalize`], which decides with the action table of seeds/000: the live object is deleted
-//! only when it carries the management label, its kind is still declared (a flat source
-//! declares every kind its inventory holds), and no other source declares it. While the source
-//! is being deleted with gitsync's finalizer, [`deletion`](super::deletion) decides instead;
-//! for a source gone without it, the `deletionPolicy` recorded on the tracking object does.
+//! its finalizer: [`Finalizing::decide`] asks arbor-policy, which decides with the action
+//! table of seeds/000: the live object is deleted only when it carries the management label,
+//! its kind is still declared (a flat source declares every kind its inventory holds), and no
+//! other source declares it. While the source is being deleted with gitsync's finalizer,
+//! [`deletion`](super::deletion) decides instead; for a source gone without it, the
+//! `deletionPolicy` recorded on the tracking object does. The finalizer's controller
+//! ([`reconcile`](super::reconcile)) carries the decision out through kube-runtime's
+//! `finalizer` helper, which lets the tracking object go once it succeeded.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -507,74 +510,101 @@ pub fn declared_elsewhere(
         .collect()
 }
 
-/// The finalizer: applies the action table to the tracked object, then lets the tracking
-/// object go. Returns `false` when it leaves the decision to the source's deletion.
-pub async fn finalize<K: TrackingKind>(ctx: &Context, object: &K) -> Result<bool, ControllerError> {
-    let Some(tracked) = Tracked::of(object) else {
-        remove_finalizer(ctx, &object.name_any(), object.meta()).await?;
-        return Ok(true);
-    };
-    let owner = owner_source(&tracked);
-    let standing = match &owner {
-        Some((source, uid)) => source_standing(ctx, source, uid).await?,
-        None => SourceStanding::Gone,
-    };
-    let alive = standing == SourceStanding::Alive;
-    let owning = owner.as_ref().map(|(source, _)| source);
-    let still_declared = alive
-        && owning.is_some_and(|source| {
-            ctx.registry
-                .get(source)
-                .is_some_and(|record| record.objects.contains_key(&tracked.key))
+/// What the finalizer of one Terminating tracking object does
+/// ([`finalize`](arbor_policy::sync::round::finalize)'s decision), and what it needs to carry
+/// it out.
+#[derive(Debug)]
+pub struct Finalizing {
+    /// `None` when the tracking object does not say what it tracks: it is let go and nothing
+    /// else is touched.
+    tracked: Option<Tracked>,
+    decision: Finalize,
+    owning: Option<SourceRef>,
+    /// Other sources that declare the object.
+    others: Vec<SourceRef>,
+}
+
+impl Finalizing {
+    /// Decides for `object`, reading where its source stands.
+    pub async fn decide<K: TrackingKind>(
+        ctx: &Context,
+        object: &K,
+    ) -> Result<Self, ControllerError> {
+        let Some(tracked) = Tracked::of(object) else {
+            return Ok(Self {
+                tracked: None,
+                decision: Finalize::Orphan,
+                owning: None,
+                others: Vec::new(),
+            });
+        };
+        let owner = owner_source(&tracked);
+        let standing = match &owner {
+            Some((source, uid)) => source_standing(ctx, source, uid).await?,
+            None => SourceStanding::Gone,
+        };
+        let alive = standing == SourceStanding::Alive;
+        let owning = owner.map(|(source, _)| source);
+        let still_declared = alive
+            && owning.as_ref().is_some_and(|source| {
+                ctx.registry
+                    .get(source)
+                    .is_some_and(|record| record.objects.contains_key(&tracked.key))
+            });
+        let others = declared_elsewhere(ctx, owning.as_ref(), &tracked.key);
+        let orphan = tracked
+            .meta
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.get(&ctx.settings.keys.custom(DELETION_POLICY)))
+            .is_some_and(|policy| policy == "Orphan");
+        let decision = round::finalize(FinalizeInput {
+            source: standing,
+            still_declared,
+            declared_elsewhere: !others.is_empty(),
+            orphan,
+            kind_declared: owning.as_ref().filter(|_| alive).and_then(|source| {
+                ctx.registry
+                    .declares_inventory_kind(source, &tracked.key.group_kind)
+            }),
         });
-    let others = declared_elsewhere(ctx, owning, &tracked.key);
-    let orphan = tracked
-        .meta
-        .annotations
-        .as_ref()
-        .and_then(|annotations| annotations.get(&ctx.settings.keys.custom(DELETION_POLICY)))
-        .is_some_and(|policy| policy == "Orphan");
-    let decision = round::finalize(FinalizeInput {
-        source: standing,
-        still_declared,
-        declared_elsewhere: !others.is_empty(),
-        orphan,
-        kind_declared: owning.filter(|_| alive).and_then(|source| {
-            ctx.registry
-                .declares_inventory_kind(source, &tracked.key.group_kind)
-        }),
-    });
-    match decision {
-        Finalize::WaitForSourceDeletion => {
-            // The source's deletion plans every object together (budget, namespaces last) and
-            // removes this finalizer; make sure it runs.
-            if let Some(source) = owning {
-                ctx.registry.request_round(source);
-            }
-            return Ok(false);
-        }
-        Finalize::Recreate => {
-            remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
-            if let Some(source) = owning {
-                ctx.registry.request_round(source);
-            }
-            return Ok(true);
-        }
-        Finalize::ReleaseToAnotherSource => {
-            tracing::info!(object = %tracked.key, declared_by = %others[0], "tracking object released to another source");
-            remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
-            for source in &others {
-                ctx.registry.request_round(source);
-            }
-            return Ok(true);
-        }
-        Finalize::ApplyTable { sync_declared } => {
-            remove_object(ctx, &tracked, sync_declared).await?;
-        }
-        Finalize::Orphan => {}
+        Ok(Self {
+            tracked: Some(tracked),
+            decision,
+            owning,
+            others,
+        })
     }
-    remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
-    Ok(true)
+
+    /// The source's deletion decides (it plans every object together: budget, namespaces last,
+    /// and removes this finalizer); asks for its round, so that it runs.
+    pub fn left_to_source_deletion(&self, ctx: &Context) -> bool {
+        let waits = self.decision == Finalize::WaitForSourceDeletion;
+        if let (true, Some(source)) = (waits, &self.owning) {
+            ctx.registry.request_round(source);
+        }
+        waits
+    }
+
+    /// Carries the decision out on the tracked object; the tracking object is let go after it.
+    /// Returns the sources to ask for a round once it is gone.
+    pub async fn carry_out(&self, ctx: &Context) -> Result<Vec<SourceRef>, ControllerError> {
+        let Some(tracked) = &self.tracked else {
+            return Ok(Vec::new());
+        };
+        Ok(match self.decision {
+            Finalize::WaitForSourceDeletion | Finalize::Orphan => Vec::new(),
+            Finalize::Recreate => self.owning.iter().cloned().collect(),
+            Finalize::ReleaseToAnotherSource => {
+                tracing::info!(object = %tracked.key, declared_by = %self.others[0], "tracking object released to another source");
+                self.others.clone()
+            }
+            Finalize::ApplyTable { sync_declared } => {
+                remove_object(ctx, tracked, sync_declared).await?;
+                Vec::new()
+            }
+        })
+    }
 }
 
 /// Applies the action table to the object `tracked` tracks, with nothing declared for it:
