@@ -97,7 +97,7 @@ pub async fn run(args: &DiffArgs) -> anyhow::Result<()> {
 
 /// The source's files under `dir`, by the rules a checkout is read with.
 fn read_dir(dir: &std::path::Path) -> anyhow::Result<PreviewFiles> {
-    let tree = arbor_source::tree::read_tree(dir)
+    let tree = arbor_source::files::read_tree(dir)
         .map_err(|error| anyhow::anyhow!("reading {}: {error}", dir.display()))?;
     let bytes: usize = tree.files.iter().map(|file| file.bytes.len()).sum();
     if tree.files.len() > MAX_FILES || bytes > MAX_BYTES {

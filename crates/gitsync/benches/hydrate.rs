@@ -16,9 +16,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use arbor_gitsync::document::parse_documents;
+use arbor_gitsync::files::read_tree;
 use arbor_gitsync::hydrate::{OutputFormat, render};
 use arbor_gitsync::source::{LoadOptions, load};
-use arbor_gitsync::tree::read_tree;
 use arbor_policy::layout::Layout;
 
 const REGIONS: usize = 5;

@@ -49,10 +49,9 @@
 pub mod credentials;
 pub mod deletion;
 pub mod error;
-pub mod handle;
+pub mod fetch_and_parse;
 pub mod identity;
-pub mod live;
-pub mod load;
+pub mod live_objects;
 pub mod metrics;
 pub mod notice;
 pub mod object_status;
@@ -62,6 +61,7 @@ pub mod reconcile;
 pub mod registry;
 pub mod round;
 pub mod settings;
+pub mod source_handle;
 pub mod status;
 pub mod tracking;
 

@@ -20,7 +20,8 @@ use arbor_api::Condition;
 use arbor_api::keys::SourceRef;
 use arbor_policy::object::{GroupKind, GroupVersionKind, ObjectKey};
 use arbor_policy::sync::{
-    Action, CompareFields, DeclaredOnCluster, Difference, Row, Situation, UndeclaredOnCluster,
+    Action, CompareFields, DeclaredOnCluster, Difference, Moment, Row, Situation,
+    UndeclaredOnCluster,
 };
 use arbor_proto::v1::sync_service_server::{SyncService, SyncServiceServer};
 use arbor_proto::v1::{self as proto, ManagedState};
@@ -66,7 +67,7 @@ impl SyncServiceImpl {
         let declarations = self.ctx.registry.declarations(key);
         let declared = declarations
             .iter()
-            .find(|(_, _, record)| !matches!(record.state, ObjectState::Ignored));
+            .find(|(_, _, record)| record.state.may_manage());
         let mut gvk = match declared {
             Some((_, _, record)) if version.is_empty() => record.gvk.clone(),
             _ => GroupVersionKind {
@@ -196,16 +197,9 @@ fn managed_state(state: ObjectState) -> ManagedState {
     }
 }
 
-/// The state a table row implies for an object right now.
+/// The state a table row finds an object in, before acting on it.
 fn row_state(row: Row) -> ManagedState {
-    match row {
-        Row::ManagedAndMatching => ManagedState::InSync,
-        Row::ManagedAndDrifted => ManagedState::Drifted,
-        Row::DeclaredButUnmanaged | Row::UndeclaredAndUnmanaged => ManagedState::Unmanaged,
-        Row::DeclaredNotOnCluster => ManagedState::Pending,
-        Row::UndeclaredButManaged => ManagedState::Pruning,
-        Row::UndeclaredNotOnCluster | Row::SyncNotDeclared => ManagedState::Unspecified,
-    }
+    ObjectState::of(row, Moment::Found).map_or(ManagedState::Unspecified, managed_state)
 }
 
 fn action(action: Action) -> proto::Action {
@@ -607,7 +601,7 @@ impl SyncService for SyncServiceImpl {
             .registry
             .declarations(&key)
             .into_iter()
-            .find(|(_, _, record)| !matches!(record.state, ObjectState::Ignored));
+            .find(|(_, _, record)| record.state.may_manage());
         let Some((source, commit, record)) = declared else {
             return Ok(Response::new(proto::GetDeclaredResponse::default()));
         };

@@ -11,7 +11,7 @@
 //! 2. **Parse** ([`arbor_source`], shared with arborctl): from that directory to the state it
 //!    declares, all or nothing: a [`DeclaredState`](arbor_policy::layout::DeclaredState) or
 //!    every [`SourceError`](arbor_policy::layout::SourceError) found, each with its stable
-//!    code, file and object. Its modules are re-exported here ([`source`], [`tree`],
+//!    code, file and object. Its modules are re-exported here ([`source`], [`files`],
 //!    [`document`], [`hydrate`], [`error`]) so the stages read as one pipeline.
 //! 3. **Plan** ([`controller::plan`]): discovery says whether each declared kind is served and
 //!    namespaced, and the ownership matrix of seeds/002
@@ -68,4 +68,4 @@ pub mod fetch;
 pub mod grpc;
 pub mod run;
 
-pub use arbor_source::{document, error, hydrate, source, tree};
+pub use arbor_source::{document, error, files, hydrate, source};

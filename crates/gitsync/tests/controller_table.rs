@@ -289,6 +289,26 @@ async fn row_8_object_whose_sync_is_removed_is_left_on_the_cluster() -> anyhow::
             "{namespace}"
         );
     }
+    // Explain names row 8 and the state the round records for it: ignored.
+    let explained = instance
+        .grpc()
+        .await?
+        .explain(arbor_proto::v1::ExplainRequest {
+            object: Some(arbor_proto::v1::ObjectRef {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: "shipping-dev".into(),
+                name: "settings".into(),
+            }),
+        })
+        .await?
+        .into_inner();
+    assert_eq!(explained.decision.unwrap().rule, "seeds/000 row 8");
+    assert_eq!(
+        explained.state,
+        i32::from(arbor_proto::v1::ManagedState::Ignored)
+    );
     instance.stop().await;
     Ok(())
 }

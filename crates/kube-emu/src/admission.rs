@@ -28,7 +28,7 @@ use crate::state::namespaces;
 use crate::status::ApiError;
 use crate::store::ObjectKey;
 use config::{RequestFacts, Webhook};
-use review::{ReviewRequest, Verdict};
+use review::{ReviewRequest, WebhookAnswer};
 
 pub use client::service_key;
 
@@ -188,7 +188,7 @@ async fn run(
         namespace_object: selected.namespace_object.as_ref(),
     };
     for hook in &selected.mutating {
-        if let Some(Verdict::Allowed {
+        if let Some(WebhookAnswer::Allowed {
             patch: Some(patch), ..
         }) = caller.call(hook, object.as_deref(), old).await?
         {
@@ -238,7 +238,7 @@ impl Caller<'_> {
         hook: &Webhook,
         object: Option<&Value>,
         old: Option<&Value>,
-    ) -> Result<Option<Verdict>, ApiError> {
+    ) -> Result<Option<WebhookAnswer>, ApiError> {
         let selected = hook
             .namespace_selected(self.namespace_object)
             .and_then(|yes| Ok(yes && hook.object_selected(object, old)?));
@@ -248,7 +248,7 @@ impl Caller<'_> {
             Err(problem) => Err(format!("the webhook configuration is invalid: {problem}")),
         };
         match outcome {
-            Ok(Verdict::Denied {
+            Ok(WebhookAnswer::Denied {
                 code,
                 message,
                 warnings,
@@ -257,7 +257,7 @@ impl Caller<'_> {
                 Err(ApiError::with_code(code, message))
             }
             Ok(verdict) => {
-                if let Verdict::Allowed { warnings, .. } = &verdict {
+                if let WebhookAnswer::Allowed { warnings, .. } = &verdict {
                     self.warn(warnings);
                 }
                 Ok(Some(verdict))
@@ -282,7 +282,7 @@ impl Caller<'_> {
         hook: &Webhook,
         object: Option<&Value>,
         old: Option<&Value>,
-    ) -> Result<Verdict, String> {
+    ) -> Result<WebhookAnswer, String> {
         let destination = hook.destination.as_ref().map_err(Clone::clone)?;
         let ca_bundle = hook.ca_bundle.as_ref().map_err(Clone::clone)?;
         let endpoint = client::resolve(destination, self.services, hook.timeout)?;

@@ -43,7 +43,7 @@ use crate::error::Error;
 use crate::manifest;
 use crate::observer::{self, ObserverContext, ObserverSpec};
 use crate::registry::{AppKey, LifecycleEvent};
-use crate::status::{Verdict, apply_status, to_json};
+use crate::status::{ApplicationOutcome, apply_status, to_json};
 use arbor_runtime::decode::{DecodeFailures, api_resource, decode, object_name};
 use kube::api::DynamicObject;
 
@@ -171,8 +171,8 @@ impl Reconciler<'_> {
     }
 
     /// Validates the spec, the manifest's objects and the observer schema.
-    async fn accept(&self, application: &Application) -> Result<Accepted, Verdict> {
-        let invalid = |message: String| Verdict::Failed {
+    async fn accept(&self, application: &Application) -> Result<Accepted, ApplicationOutcome> {
+        let invalid = |message: String| ApplicationOutcome::Failed {
             reason: reasons::INVALID_SPEC.into(),
             message,
         };
@@ -200,7 +200,7 @@ impl Reconciler<'_> {
             )
         })?;
         let schema = ObserverSchema::for_application(&manifest, &spec.observer_schema).map_err(
-            |errors| Verdict::Failed {
+            |errors| ApplicationOutcome::Failed {
                 reason: reasons::INVALID_OBSERVER_SCHEMA.into(),
                 message: errors.to_string(),
             },
@@ -214,12 +214,16 @@ impl Reconciler<'_> {
 
     /// An Application that cannot be applied: its observer stops (it could not heal with a
     /// broken schema) and the status says why.
-    async fn refuse(&self, application: &Application, verdict: Verdict) -> Result<Action, Error> {
+    async fn refuse(
+        &self,
+        application: &Application,
+        verdict: ApplicationOutcome,
+    ) -> Result<Action, Error> {
         self.context.observers.registry.stop(self.key).await;
         let mut status = application.status.clone().unwrap_or_default();
         if verdict.apply_to(&mut status, application.metadata.generation) {
             self.write_status(&status).await?;
-            if let Verdict::Failed { reason, message } = &verdict {
+            if let ApplicationOutcome::Failed { reason, message } = &verdict {
                 self.publish(application, EventType::Warning, reason, message)
                     .await;
             }
@@ -235,7 +239,7 @@ impl Reconciler<'_> {
         accepted: &Accepted,
         mut status: ApplicationStatus,
     ) -> Result<Action, Error> {
-        if Verdict::Running.apply_to(&mut status, application.metadata.generation) {
+        if ApplicationOutcome::Running.apply_to(&mut status, application.metadata.generation) {
             self.write_status(&status).await?;
         }
         if !self.context.observers.registry.is_running(self.key) {
@@ -259,7 +263,7 @@ impl Reconciler<'_> {
         }
         registry.record(self.key, LifecycleEvent::ActionStarted(action));
         let spec_changed = status.observed_generation != application.metadata.generation;
-        let progressing = Verdict::Progressing {
+        let progressing = ApplicationOutcome::Progressing {
             first_apply: action == ApplicationAction::Create,
         };
         if progressing.apply_to(&mut status, application.metadata.generation) {
@@ -268,7 +272,7 @@ impl Reconciler<'_> {
         let responses = match self.write_objects(accepted, &status, delta).await {
             Ok(responses) => responses,
             Err(error) => {
-                let verdict = Verdict::Degraded {
+                let verdict = ApplicationOutcome::Degraded {
                     reason: reasons::APPLY_FAILED.into(),
                     message: error.to_string(),
                 };
@@ -289,7 +293,7 @@ impl Reconciler<'_> {
             last_applied_manifest(&accepted.manifest, &accepted.schema, &responses);
         status.last_observed_manifest = last_observed_manifest(&accepted.schema, &responses);
         status.observed_generation = application.metadata.generation;
-        Verdict::Running.apply_to(&mut status, application.metadata.generation);
+        ApplicationOutcome::Running.apply_to(&mut status, application.metadata.generation);
         self.write_status(&status).await?;
         registry.record(self.key, LifecycleEvent::ActionDone(action));
         let (reason, note) = match action {
@@ -358,7 +362,7 @@ impl Reconciler<'_> {
         }
         registry.record(self.key, LifecycleEvent::ActionStarted(action));
         let mut status = application.status.clone().unwrap_or_default();
-        if Verdict::Deleting.apply_to(&mut status, application.metadata.generation) {
+        if ApplicationOutcome::Deleting.apply_to(&mut status, application.metadata.generation) {
             self.write_status(&status).await?;
         }
         for id in ids(&status.last_applied_manifest) {

@@ -3,7 +3,7 @@
 use std::pin::Pin;
 
 use arbor_api::Application;
-use arbor_policy::observe::{Difference, ObserverSchema, ResourceDelta};
+use arbor_policy::observe::{Difference, ObserverSchema, ResourceDelta, with_namespace};
 use arbor_proto::v1::observer_service_server::ObserverService;
 use arbor_proto::v1::{
     ApplicationSummary, DriftEvent, FieldDifference, GetObservationRequest, GetObservationResponse,
@@ -21,7 +21,6 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use crate::convert::{self, resource_ref};
-use crate::manifest::with_namespace;
 use crate::registry::{AppKey, ObserverRegistry};
 
 /// The service, reading the controller's cache of Applications and its observers.

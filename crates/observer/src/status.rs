@@ -46,9 +46,9 @@ pub async fn apply_status(
 }
 
 /// How the controller sees an Application after handling it; turned into state and kstatus
-/// conditions by [`Verdict::apply_to`].
+/// conditions by [`ApplicationOutcome::apply_to`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum ApplicationOutcome {
     /// Applied and observed as declared.
     Running,
     /// The objects are being created (first apply) or brought back to the declared state.
@@ -61,7 +61,7 @@ pub enum Verdict {
     Deleting,
 }
 
-impl Verdict {
+impl ApplicationOutcome {
     pub fn state(&self) -> ApplicationState {
         match self {
             Self::Running => ApplicationState::Running,
@@ -170,7 +170,7 @@ mod tests {
     #[test]
     fn failed_schema_is_stalled_and_not_ready() {
         let mut status = ApplicationStatus::default();
-        let verdict = Verdict::Failed {
+        let verdict = ApplicationOutcome::Failed {
             reason: reasons::INVALID_OBSERVER_SCHEMA.into(),
             message: "resource[0] ...".into(),
         };
@@ -191,17 +191,17 @@ mod tests {
     #[test]
     fn running_clears_stalled_and_reconciling() {
         let mut status = ApplicationStatus::default();
-        Verdict::Failed {
+        ApplicationOutcome::Failed {
             reason: "X".into(),
             message: "m".into(),
         }
         .apply_to(&mut status, Some(1));
-        Verdict::Degraded {
+        ApplicationOutcome::Degraded {
             reason: "Y".into(),
             message: "m".into(),
         }
         .apply_to(&mut status, Some(1));
-        assert!(Verdict::Running.apply_to(&mut status, Some(1)));
+        assert!(ApplicationOutcome::Running.apply_to(&mut status, Some(1)));
         assert_eq!(status.state, ApplicationState::Running);
         assert_eq!(
             condition_status(&status.conditions, types::STALLED),

@@ -25,6 +25,10 @@
 //! * [`ResourceDelta::between`]: the controller's comparison of last applied and last observed:
 //!   resources to create, to delete, and modified ones with the paths that differ. Unobserved
 //!   fields never differ; an observed list outside its bounds is a modification.
+//! * [`place`]: where a manifest object lands: only in the Application's own namespace (a
+//!   namespaced object without one gets it, another namespace or a cluster-scoped kind is a
+//!   [`ManifestProblem`] naming the field). Table test `placement::tests`; through the running
+//!   controller in arbor-observer's tests.
 //! * [`observer_lifecycle`] and [`ApplicationState::next_action`]: when observers are stopped
 //!   and started around the controller's actions.
 //!
@@ -127,6 +131,7 @@ mod identity;
 mod lifecycle;
 mod parse;
 mod path;
+mod placement;
 mod project;
 mod reconcile;
 mod schema;
@@ -141,6 +146,7 @@ pub use identity::ResourceId;
 pub use lifecycle::{ApplicationAction, ApplicationState, ObserverLifecycle, observer_lifecycle};
 pub use parse::parse_custom_schema;
 pub use path::{FieldPath, Segment};
+pub use placement::{ManifestProblem, manifest_kind, place, with_namespace};
 pub use project::{last_observed_manifest, without_list_lengths};
 pub use reconcile::{NotReconcilable, Observation, check_reconcilable, observe};
 pub use schema::{

@@ -119,7 +119,8 @@ pub use config::{
 pub use copy::{CopyError, build_copy, copy_differs};
 pub use cycles::{CycleReport, find_cycles};
 pub use decision::{
-    CopyFacts, FromFact, LeaveReason, LiveFact, NAME_OCCUPIED_RULE, SourceFact, Verdict, decide,
+    CopyDecision, CopyFacts, FromFact, LeaveReason, LiveFact, NAME_OCCUPIED_RULE, SourceFact,
+    decide,
 };
 pub use generated::{AnnotationToAdd, OwnerReference, controller_of, generated_propagation};
 pub use glob::{KeyPattern, KeyPatterns, PatternError};

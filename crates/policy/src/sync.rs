@@ -64,6 +64,10 @@
 //! What one round does as a whole — apply, delete, sweep, leave unmanaged, or stop at a guard —
 //! is [`round::plan`], from the declared state, the inventory and the live objects; the
 //! finalizer of a tracking object decides with [`round::finalize`].
+//!
+//! Where a declared object stands (in sync, drifted, pending, unmanaged, ignored, pruning) is
+//! [`ObjectState::of`] its row, before or after the row's action: one table for the round's
+//! records and for `Explain` (the table test is in [`state`]).
 
 pub mod action;
 pub mod label;
@@ -71,10 +75,12 @@ pub mod matches;
 pub mod path;
 pub mod prune;
 pub mod round;
+pub mod state;
 
 pub use action::{
     Action, COLUMNS, Decision, DeclaredOnCluster, Row, Situation, UndeclaredOnCluster, decide,
 };
 pub use label::{Control, UnmanagedReason, may_update_or_delete};
-pub use matches::{CompareFields, Comparison, Difference, compare, value_at};
+pub use matches::{CompareFields, Comparison, Difference, compare, introduced, value_at};
 pub use path::{FieldPath, InvalidFieldPath, PathSegment};
+pub use state::{Moment, ObjectState};

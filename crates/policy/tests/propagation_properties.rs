@@ -3,7 +3,7 @@
 mod propagation_support;
 
 use arbor_policy::propagation::{
-    CopyAction, CopyFacts, FromFact, KeyPattern, LiveFact, PropagateMode, SourceFact, Verdict,
+    CopyAction, CopyDecision, CopyFacts, FromFact, KeyPattern, LiveFact, PropagateMode, SourceFact,
     build_copy, copy_differs, decide, decide_copy,
 };
 use propagation_support::{DOMAINS, Domain};
@@ -91,17 +91,17 @@ proptest! {
     fn copy_whose_mode_is_not_update_is_never_updated_or_deleted(facts in facts()) {
         let verdict = decide(facts);
         if !source_is_update(&facts) && !live_is_update_copy(&facts) {
-            prop_assert!(!matches!(verdict, Verdict::Update | Verdict::Delete), "{facts:?} -> {verdict:?}");
+            prop_assert!(!matches!(verdict, CopyDecision::Update | CopyDecision::Delete), "{facts:?} -> {verdict:?}");
         }
     }
 
     #[test]
     fn only_an_update_source_updates_and_only_an_update_copy_is_deleted(facts in facts()) {
         match decide(facts) {
-            Verdict::Update => prop_assert!(source_is_update(&facts), "{facts:?}"),
-            Verdict::Delete => prop_assert!(live_is_update_copy(&facts), "{facts:?}"),
-            Verdict::Create => prop_assert!(facts.has_upstream && facts.live == LiveFact::Absent),
-            Verdict::Leave(_) => {}
+            CopyDecision::Update => prop_assert!(source_is_update(&facts), "{facts:?}"),
+            CopyDecision::Delete => prop_assert!(live_is_update_copy(&facts), "{facts:?}"),
+            CopyDecision::Create => prop_assert!(facts.has_upstream && facts.live == LiveFact::Absent),
+            CopyDecision::Leave(_) => {}
         }
     }
 

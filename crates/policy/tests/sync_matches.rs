@@ -1,7 +1,7 @@
 //! seeds/000, "Resource Matches": the declared object against the live one, table-driven.
 
 use arbor_policy::keys::ManagementLabel;
-use arbor_policy::sync::{CompareFields, Difference, FieldPath, compare};
+use arbor_policy::sync::{CompareFields, Difference, FieldPath, compare, introduced};
 use serde_json::{Value, json};
 
 fn deployment() -> Value {
@@ -310,4 +310,75 @@ fn invalid_compare_fields_name_the_bad_path() {
     let error = CompareFields::parse(&["spec.replicas", "spec..template"]).unwrap_err();
     assert_eq!(error.path, "spec..template");
     assert!(error.to_string().contains("spec..template"), "{error}");
+}
+
+/// Drift prevention refuses only what a change introduces: (case, old, new, introduced paths).
+#[test]
+fn a_change_introduces_only_differences_the_old_object_did_not_have() {
+    let label = ManagementLabel::arbor();
+    let image = |image: &'static str| {
+        edited(move |o| {
+            o["spec"]["template"]["spec"]["containers"][0]["image"] = json!(image);
+        })
+    };
+    let replicas = |n: u64| edited(move |o| o["spec"]["replicas"] = json!(n));
+    let image_path = "spec.template.spec.containers[0].image";
+    let cases: Vec<(&str, Option<Value>, Value, Vec<&str>)> = vec![
+        (
+            "a change to a matching field",
+            Some(deployment()),
+            image("web:2"),
+            vec![image_path],
+        ),
+        (
+            "a matching object stays matching",
+            Some(deployment()),
+            deployment(),
+            vec![],
+        ),
+        (
+            "earlier drift left as it was",
+            Some(image("web:2")),
+            image("web:2"),
+            vec![],
+        ),
+        (
+            "earlier drift moved back to git",
+            Some(image("web:2")),
+            deployment(),
+            vec![],
+        ),
+        (
+            "earlier drift moved elsewhere",
+            Some(image("web:2")),
+            image("web:3"),
+            vec![image_path],
+        ),
+        (
+            "earlier drift kept, a new field changed",
+            Some(image("web:2")),
+            edited(|o| {
+                o["spec"]["template"]["spec"]["containers"][0]["image"] = json!("web:2");
+                o["spec"]["replicas"] = json!(5);
+            }),
+            vec!["spec.replicas"],
+        ),
+        (
+            "a create differing from git",
+            None,
+            replicas(3),
+            vec!["spec.replicas"],
+        ),
+    ];
+    for (case, old, new, expected) in cases {
+        let found = introduced(
+            &deployment(),
+            old.as_ref(),
+            &new,
+            &CompareFields::AllDeclared,
+            &label,
+        );
+        let paths: Vec<String> = found.iter().map(|d| d.path().to_string()).collect();
+        assert_eq!(paths, expected, "{case}");
+    }
 }

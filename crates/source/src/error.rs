@@ -15,7 +15,7 @@ pub enum LoadError {
         #[source]
         source: io::Error,
     },
-    /// A directory nests deeper than [`crate::tree::MAX_DEPTH`]; the tree is not read further.
+    /// A directory nests deeper than [`crate::files::MAX_DEPTH`]; the tree is not read further.
     #[error(
         "directory {path:?} is nested more than {limit} directories deep; Arbor reads at most {limit}"
     )]

@@ -6,7 +6,7 @@
 //! after every fetch, and `arborctl vet`, `hydrate` and `diff` do both offline, so the
 //! controller and the CLI read a repository the same way.
 //!
-//! - [`tree`] reads the `.yaml`, `.yml` and `.json` files (hidden entries and symbolic links
+//! - [`files`] reads the `.yaml`, `.yml` and `.json` files (hidden entries and symbolic links
 //!   are skipped, other files listed as skipped);
 //! - [`document`] parses each file: multi-document YAML with `serde-saphyr`, or JSON; a file
 //!   that does not parse is `ARB1001` with its line;
@@ -21,9 +21,9 @@
 
 pub mod document;
 pub mod error;
+pub mod files;
 pub mod hydrate;
 pub mod source;
-pub mod tree;
 
 pub use error::{HydrateError, LoadError};
 pub use source::{LoadOptions, load};

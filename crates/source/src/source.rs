@@ -15,7 +15,7 @@ use arbor_policy::layout::{
 
 use crate::document::parse_documents;
 use crate::error::LoadError;
-use crate::tree::{SourceTree, read_tree, under};
+use crate::files::{SourceTree, read_tree, under};
 
 /// Which part of a checkout is the source, and how it is laid out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

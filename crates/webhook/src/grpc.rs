@@ -20,10 +20,10 @@ use serde_json::Value;
 use tonic::{Request, Response, Status};
 
 use crate::metrics::WebhookMetrics;
-use crate::policy::Policy;
 use crate::review::ReviewInput;
+use crate::review_outcome::Check;
+use crate::reviewer::Policy;
 use crate::rules::ownership;
-use crate::verdict::Check;
 
 /// The PolicyService implementation.
 #[derive(Debug, Clone)]

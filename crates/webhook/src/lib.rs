@@ -9,12 +9,12 @@
 //!
 //! - [`review`]: an AdmissionReview v1 (or a gRPC `ReviewRequest`) becomes a [`ReviewInput`]:
 //!   operation, kind, name, user and the objects as raw JSON.
-//! - [`policy`]: which rules concern the input, by kind (the table is in its docs), and the
-//!   [`Verdict`] listing every check; the first refusal decides.
+//! - [`reviewer`]: which rules concern the input, by kind (the table is in its docs), and the
+//!   [`ReviewOutcome`] listing every check ([`review_outcome`]); the first refusal decides.
 //! - [`rules`]: the ownership matrix (seeds/002), source specs, the namespace tree (seeds/001)
 //!   against a [`tree`] kept by reflectors, with the naming policies of the hierarchy
 //!   configuration arbor-hierarchy reads ([`hierarchy_config`]), and drift prevention
-//!   against the state that arbor-gitsync declares ([`declared`], [`gitsync`]). An object a
+//!   against the state that arbor-gitsync declares ([`declared`], [`gitsync_client`]). An object a
 //!   rule cannot read is refused with the field that is wrong.
 //! - [`server`]: HTTPS (rustls with ring) on `--webhook-addr`, `POST /validate`, with a
 //!   certificate re-read when its files change ([`tls`]); [`grpc`]: `PolicyService`
@@ -28,31 +28,31 @@
 
 pub mod args;
 pub mod declared;
-pub mod gitsync;
+pub mod gitsync_client;
 pub mod gittrack_owners;
 pub mod grpc;
 pub mod hierarchy_config;
 pub mod metrics;
-pub mod policy;
 pub mod review;
+pub mod review_outcome;
+pub mod reviewer;
 pub mod rules;
 pub mod server;
 pub mod settings;
 pub mod tls;
 pub mod tree;
-pub mod verdict;
 
 use std::sync::Arc;
 
 use arbor_runtime::component::{Component, StartError};
 
 pub use args::Args;
-pub use policy::Policy;
 pub use review::ReviewInput;
-pub use verdict::{Check, Verdict};
+pub use review_outcome::{Check, ReviewOutcome};
+pub use reviewer::Policy;
 
 use crate::declared::DeclaredState;
-use crate::gitsync::GitsyncDeclared;
+use crate::gitsync_client::GitsyncDeclared;
 use crate::gittrack_owners::WatchedGitTracks;
 use crate::metrics::WebhookMetrics;
 use crate::server::AppState;

@@ -8,7 +8,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::verdict::Verdict;
+use crate::review_outcome::ReviewOutcome;
 
 /// Labels of one decision.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -63,7 +63,7 @@ impl WebhookMetrics {
         metrics
     }
 
-    pub fn record(&self, via: &'static str, verdict: &Verdict, took: Duration) {
+    pub fn record(&self, via: &'static str, verdict: &ReviewOutcome, took: Duration) {
         let decision = verdict.decision();
         self.decisions
             .get_or_create(&DecisionLabels {

@@ -28,8 +28,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
 use crate::metrics::WebhookMetrics;
-use crate::policy::Policy;
 use crate::review::decode_admission_review;
+use crate::reviewer::Policy;
 
 /// The path of the admission endpoint.
 pub const VALIDATE_PATH: &str = "/validate";

@@ -1,12 +1,8 @@
 //! The namespace tree the tree rules judge against.
 //!
-//! In a cluster, [`ClusterTree`] keeps reflectors of Namespaces and SubNamespaces. The tree is
-//! the namespaces as they are, plus every SubNamespace whose namespace the hierarchy controller
-//! has not created yet, as a sub-namespace of the SubNamespace's namespace: the tree as it is
-//! about to be. So a parent cannot be deleted in the moment between a SubNamespace's creation
-//! and its namespace's, and a namespace of that name cannot be made somewhere else meanwhile.
-//! A SubNamespace whose name is taken by another namespace changes nothing (that namespace is
-//! never taken over).
+//! In a cluster, [`ClusterTree`] keeps reflectors of Namespaces and SubNamespaces and builds
+//! the tree as it is about to be from them ([`NamespaceTree::about_to_be`]: SubNamespaces whose
+//! namespaces do not exist yet already stand in it).
 //!
 //! The tree needs the names, labels and annotations of namespaces and the names of
 //! SubNamespaces, nothing else, so both reflectors watch metadata only
@@ -142,7 +138,7 @@ impl ClusterTree {
     }
 
     fn build(&self) -> NamespaceTree {
-        let states = self
+        let states: Vec<NamespaceState> = self
             .namespaces
             .state()
             .into_iter()
@@ -156,7 +152,7 @@ impl ClusterTree {
                 })
             })
             .collect();
-        let pending = self
+        let pending: Vec<SubNamespace> = self
             .sub_namespaces
             .state()
             .into_iter()
@@ -168,7 +164,7 @@ impl ClusterTree {
                 ))
             })
             .collect();
-        with_pending(&self.keys, states, pending)
+        NamespaceTree::about_to_be(&self.keys, states, pending)
     }
 }
 
@@ -246,22 +242,6 @@ impl TreeSource for ClusterTree {
     }
 }
 
-/// The tree of `namespaces` plus the `pending` SubNamespaces whose namespaces do not exist.
-pub fn with_pending(
-    keys: &Keys,
-    mut namespaces: Vec<NamespaceState>,
-    pending: Vec<SubNamespace>,
-) -> NamespaceTree {
-    for sub in pending {
-        if namespaces.iter().any(|ns| ns.name == sub.name) {
-            continue;
-        }
-        namespaces
-            .push(NamespaceState::new(&sub.name).with_label(&keys.parent_label, &sub.namespace));
-    }
-    NamespaceTree::new(keys, namespaces)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,22 +284,5 @@ mod tests {
         assert_eq!(meta.labels, None);
         assert_eq!(meta.annotations, None);
         assert_eq!(meta.managed_fields, None);
-    }
-
-    #[test]
-    fn pending_sub_namespaces_join_the_tree_under_their_parent() {
-        let keys = Keys::default();
-        let root = NamespaceState::new("team").with_label(&keys.type_label, "root");
-        let taken = NamespaceState::new("taken");
-        let tree = with_pending(
-            &keys,
-            vec![root, taken],
-            vec![
-                SubNamespace::new("team", "dev"),
-                SubNamespace::new("team", "taken"),
-            ],
-        );
-        assert_eq!(tree.sub_namespaces("team"), vec!["dev"]);
-        assert_eq!(tree.get("taken").unwrap().parent(&keys), None);
     }
 }

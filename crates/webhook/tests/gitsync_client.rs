@@ -9,7 +9,7 @@ use std::time::Duration;
 use arbor_proto::v1 as proto;
 use arbor_proto::v1::sync_service_server::{SyncService, SyncServiceServer};
 use arbor_webhook::declared::{Declared, DeclaredState, LookupError, ObjectIdentity};
-use arbor_webhook::gitsync::GitsyncDeclared;
+use arbor_webhook::gitsync_client::GitsyncDeclared;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 

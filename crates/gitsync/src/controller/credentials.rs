@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 
 use super::error::ControllerError;
-use super::handle::AuthLocation;
+use super::source_handle::AuthLocation;
 use crate::fetch::Credentials;
 
 /// Reads the credentials at `auth`; no auth means anonymous access.

@@ -35,8 +35,8 @@ use serde_json::json;
 
 use super::Context;
 use super::error::{self, ControllerError};
-use super::handle::SourceHandle;
 use super::reconcile::SourceKind;
+use super::source_handle::SourceHandle;
 use super::status;
 use super::tracking::{self, Tracked};
 

@@ -19,7 +19,7 @@ use http::HeaderValue;
 use kube::client::Body;
 
 use super::Context;
-use super::handle::SourceHandle;
+use super::source_handle::SourceHandle;
 use crate::apply::Applier;
 
 /// The header kube-apiserver reads the impersonated user from.

@@ -12,7 +12,7 @@ use arbor_policy::ownership::{ObjectScope, TrackingObject, WatchScope};
 use arbor_policy::sync::CompareFields;
 use serde_json::Value;
 
-use super::handle::SourceHandle;
+use super::source_handle::SourceHandle;
 use crate::apply::object::{Marks, applied_form};
 use crate::apply::{ApplyError, Discovery, ServedKind};
 

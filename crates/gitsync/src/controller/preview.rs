@@ -19,21 +19,21 @@ use arbor_api::{ClusterGitTrack, GitTrack};
 use arbor_policy::layout::{DeclaredState, SourceError};
 use arbor_policy::object::ObjectKey;
 use arbor_policy::sync::prune::{Claim, claim, kind_has_sync};
-use arbor_policy::sync::round::DeclaredInput;
+use arbor_policy::sync::round::{DeclaredInput, Prune};
 use arbor_policy::sync::{Row, Situation, UndeclaredOnCluster};
 use kube::Api;
 
 use super::Context;
 use super::error::ControllerError;
-use super::handle::SourceHandle;
-use super::live::Snapshot;
-use super::load::{self, LoadRequest};
+use super::fetch_and_parse::{self, LoadRequest};
+use super::live_objects::Snapshot;
 use super::plan::{Part, PlannedObject, Planner, Why};
 use super::round::{Observed, declared_kinds, plan_round};
+use super::source_handle::SourceHandle;
 use super::tracking;
 use crate::document::Format;
 use crate::fetch::GitReference;
-use crate::tree::{RawFile, SourceTree};
+use crate::files::{RawFile, SourceTree};
 
 pub use arbor_proto::preview::{MAX_BYTES, MAX_FILES};
 
@@ -66,16 +66,8 @@ pub enum PreviewError {
     Controller(#[from] ControllerError),
 }
 
-/// What a round would do to one object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
-    Create,
-    Update,
-    Delete,
-    Unchanged,
-    Unmanaged,
-    Ignored,
-}
+/// What a round would do to one object (decided in arbor-policy).
+pub use arbor_policy::sync::round::Change;
 
 /// One object of a preview.
 #[derive(Debug, Clone)]
@@ -221,7 +213,7 @@ async fn fetch(
         layout: handle.layout,
         known_commit: None,
     };
-    let loaded = load::fetch_and_load(&ctx.fetcher, request).await?;
+    let loaded = fetch_and_parse::fetch_and_load(&ctx.fetcher, request).await?;
     let parsed = loaded
         .parsed
         .ok_or_else(|| ControllerError::Load("the commit was not parsed".to_owned()))?;
@@ -362,17 +354,10 @@ async fn plan(
     };
     let round = plan_round(ctx, handle, &observed, &declared, false);
     let blocked = round.blocked().is_some();
-    let deletes = round.prune.allows();
     let by_key: BTreeMap<&ObjectKey, &PlannedObject> =
         planned.iter().map(|object| (&object.key, object)).collect();
     for decided in &round.apply {
-        let change = match decided.decision.row {
-            Row::ManagedAndMatching => Change::Unchanged,
-            Row::ManagedAndDrifted => Change::Update,
-            Row::DeclaredButUnmanaged => Change::Unmanaged,
-            Row::DeclaredNotOnCluster => Change::Create,
-            _ => Change::Ignored,
-        };
+        let change = Change::of(decided.decision.row);
         let object = by_key.get(&decided.key);
         objects.push(PreviewObject {
             key: decided.key.clone(),
@@ -381,7 +366,7 @@ async fn plan(
             change,
             decided: Some((decided.situation.clone(), decided.decision.row)),
             message: String::new(),
-            held: blocked && matches!(change, Change::Create | Change::Update),
+            held: change.held(&round.prune),
         });
     }
     let version_of = |key: &ObjectKey| {
@@ -390,7 +375,14 @@ async fn plan(
     };
     for key in &round.delete {
         let tracked = &inventory.owned[key];
-        objects.extend(removal(ctx, handle, state, &snapshot, tracked, deletes));
+        objects.extend(removal(
+            ctx,
+            handle,
+            state,
+            &snapshot,
+            tracked,
+            &round.prune,
+        ));
     }
     for key in &round.sweep {
         objects.push(PreviewObject {
@@ -405,7 +397,7 @@ async fn plan(
             message: "it carries the management label and no declaration or tracking object \
                       explains it"
                 .to_owned(),
-            held: !deletes,
+            held: Change::Delete.held(&round.prune),
         });
     }
     for (key, row) in &round.unmanaged {
@@ -461,7 +453,7 @@ fn removal(
     state: &DeclaredState,
     snapshot: &Snapshot,
     tracked: &tracking::Tracked,
-    deletes: bool,
+    prune: &Prune,
 ) -> Option<PreviewObject> {
     let key = &tracked.key;
     // Gone from the cluster already: only its tracking object is removed.
@@ -492,17 +484,13 @@ fn removal(
         &arbor_policy::sync::CompareFields::AllDeclared,
     );
     let row = arbor_policy::sync::decide(&situation).row;
-    let change = match row {
-        Row::UndeclaredButManaged => Change::Delete,
-        Row::UndeclaredAndUnmanaged => Change::Unmanaged,
-        _ => Change::Ignored,
-    };
+    let change = Change::of(row);
     let mut object = base(
         change,
         Some((situation, row)),
         "removed from git; its tracking object is removed".to_owned(),
     );
-    object.held = change == Change::Delete && !deletes;
+    object.held = change.held(prune);
     Some(object)
 }
 

@@ -19,6 +19,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Event, EventType};
+use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
@@ -32,9 +33,9 @@ use tokio_util::sync::CancellationToken;
 use super::Context;
 use super::deletion;
 use super::error::ControllerError;
-use super::handle::SourceHandle;
 use super::notice;
 use super::round::{self, RoundResult};
+use super::source_handle::SourceHandle;
 use super::status::{self, Outcome, RoundReport};
 use super::tracking::{self, TrackingKind};
 
@@ -191,44 +192,23 @@ async fn run_sources<K: SourceKind>(
     token: CancellationToken,
 ) {
     let resource = api_resource::<K>();
-    let controller = Controller::new_with(api, watcher::Config::default(), resource.clone());
-    // Requests (TriggerSync, ReportDrift, a tracking object deleted by hand) run the same
-    // reconcile on the controller's cached object; the per-source round lock keeps them from
-    // overlapping with the controller's own rounds.
-    let store = controller.store();
-    let requested = {
-        let ctx = ctx.clone();
-        let mut requests = UnboundedReceiverStream::new(requests);
-        let token = token.clone();
-        tokio::spawn(async move {
-            loop {
-                let request = tokio::select! {
-                    request = requests.next() => request,
-                    () = token.cancelled() => None,
-                };
-                let Some(request) = request else { break };
-                let key = match &request {
-                    SourceRef::GitTrack { namespace, name } => {
-                        ObjectRef::new_with(name, resource.clone()).within(namespace)
-                    }
-                    SourceRef::ClusterGitTrack { name } => {
-                        ObjectRef::new_with(name, resource.clone())
-                    }
-                };
-                if let Some(source) = store.get(&key)
-                    && let Err(error) = reconcile_source::<K>(source, ctx.clone()).await
-                {
-                    tracing::warn!(source = %request, %error, "requested round failed");
-                }
+    // Requests (TriggerSync, ReportDrift, a tracking object deleted by hand) are reconciles of
+    // the controller's cached object like any other: the controller never runs two of one
+    // source at once, and a request that comes while one runs is run after it.
+    let requested = UnboundedReceiverStream::new(requests)
+        .take_until(token.clone().cancelled_owned())
+        .map(move |request| match request {
+            SourceRef::GitTrack { namespace, name } => {
+                ObjectRef::new_with(&name, resource.clone()).within(&namespace)
             }
-        })
-    };
-    controller
+            SourceRef::ClusterGitTrack { name } => ObjectRef::new_with(&name, resource.clone()),
+        });
+    Controller::new_with(api, watcher::Config::default(), api_resource::<K>())
+        .reconcile_on(requested)
         .graceful_shutdown_on(token.cancelled_owned())
         .run(reconcile_source::<K>, retry_source::<K>, ctx)
         .for_each(|_| futures::future::ready(()))
         .await;
-    requested.abort();
 }
 
 async fn reconcile_source<K: SourceKind>(
@@ -243,6 +223,7 @@ async fn reconcile_source<K: SourceKind>(
         }
     };
     let handle = SourceHandle::of(&source, &ctx.settings.keys);
+    // A preview of the source (`arborctl diff`) and its round do not run at once.
     let lock = ctx.registry.round_lock(&handle.reference);
     let _round = lock.lock().await;
     // The cached object may be older than the last round's status write.
@@ -575,9 +556,54 @@ where
     }
     // Finalizing writes (the object, the finalizer): it shares the instance's write permits.
     let _permit = ctx.writes.acquire().await.ok();
-    if !tracking::finalize(&ctx, &tracking).await? {
-        // Left to its source's deletion; look again in case that never comes.
+    let finalizing = tracking::Finalizing::decide(&ctx, &tracking).await?;
+    if finalizing.left_to_source_deletion(&ctx) {
+        // Look again in case that deletion never comes.
         return Ok(Action::requeue(LEFT_TO_SOURCE));
+    }
+    // kube-runtime's finalizer helper runs the cleanup, then removes gitsync's finalizer with a
+    // JSON patch that tests the entry first (no resourceVersion needed, and a finalizer someone
+    // else added is never dropped).
+    let name = object.name_any();
+    let resource = api_resource::<K>();
+    let api: Api<DynamicObject> = match object.namespace() {
+        Some(namespace) => Api::namespaced_with(ctx.client.clone(), &namespace, &resource),
+        None => Api::all_with(ctx.client.clone(), &resource),
+    };
+    let mut rounds = Vec::new();
+    let finalized = finalizer(&api, GITSYNC_FINALIZER, object, |event| {
+        // Only a Terminating tracking object holding the finalizer comes this far, so the event
+        // is its cleanup; an `Apply` would have nothing to do.
+        let cleanup = matches!(event, FinalizerEvent::Cleanup(_));
+        let (finalizing, ctx, rounds) = (&finalizing, &ctx, &mut rounds);
+        async move {
+            if cleanup {
+                *rounds = finalizing.carry_out(ctx).await?;
+            }
+            Ok::<_, ControllerError>(Action::await_change())
+        }
+    })
+    .await;
+    match finalized {
+        Ok(_) => {}
+        // Gone meanwhile: nothing is left to let go.
+        Err(FinalizerError::RemoveFinalizer(kube::Error::Api(status))) if status.code == 404 => {}
+        Err(FinalizerError::CleanupFailed(error) | FinalizerError::ApplyFailed(error)) => {
+            return Err(error);
+        }
+        Err(FinalizerError::RemoveFinalizer(source) | FinalizerError::AddFinalizer(source)) => {
+            return Err(ControllerError::kube("remove finalizer", name, source));
+        }
+        Err(error @ (FinalizerError::UnnamedObject | FinalizerError::InvalidFinalizer)) => {
+            return Err(ControllerError::Finalizer {
+                object: name,
+                problem: error.to_string(),
+            });
+        }
+    }
+    // Rounds are asked for once the tracking object is let go, so that they make a new one.
+    for source in &rounds {
+        ctx.registry.request_round(source);
     }
     Ok(Action::await_change())
 }

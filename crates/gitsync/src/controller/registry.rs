@@ -14,42 +14,8 @@ use arbor_policy::sync::Decision;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-/// Where a declared object stands (the proto's `ManagedState`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ObjectState {
-    InSync,
-    Drifted,
-    Pending,
-    Unmanaged,
-    Ignored,
-    Failed,
-    Pruning,
-}
-
-impl ObjectState {
-    pub const ALL: [ObjectState; 7] = [
-        Self::InSync,
-        Self::Drifted,
-        Self::Pending,
-        Self::Unmanaged,
-        Self::Ignored,
-        Self::Failed,
-        Self::Pruning,
-    ];
-
-    /// The metric label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::InSync => "in_sync",
-            Self::Drifted => "drifted",
-            Self::Pending => "pending",
-            Self::Unmanaged => "unmanaged",
-            Self::Ignored => "ignored",
-            Self::Failed => "failed",
-            Self::Pruning => "pruning",
-        }
-    }
-}
+/// Where a declared object stands (the proto's `ManagedState`), decided in arbor-policy.
+pub use arbor_policy::sync::ObjectState;
 
 /// One declared object: what is applied, from where, and how it is doing.
 #[derive(Debug, Clone, PartialEq)]
@@ -150,7 +116,7 @@ impl Registry {
             .remove(source);
     }
 
-    /// The lock that keeps two rounds of one source from running at once.
+    /// The lock that keeps a round and a preview of one source from running at once.
     pub fn round_lock(&self, source: &SourceRef) -> Arc<tokio::sync::Mutex<()>> {
         self.round_locks
             .lock()

@@ -14,19 +14,19 @@ use arbor_policy::sync::round::{
     self, DeclaredInput, LiveObject, Prune, PruneInput, RoundInput, RoundPlan, Rules, SourceInfo,
     TrackedObject,
 };
-use arbor_policy::sync::{Action, CompareFields, Row};
+use arbor_policy::sync::{Action, CompareFields, Moment, Row};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
 use super::Context;
 use super::error::{self, ControllerError};
-use super::handle::SourceHandle;
-use super::live::Snapshot;
-use super::load::{self, LoadRequest};
+use super::fetch_and_parse::{self, LoadRequest};
+use super::live_objects::Snapshot;
 use super::notice;
 use super::object_status::{self, Attempt, in_sync_condition};
 use super::plan::{Part, Plan, PlannedObject, Planner, Why, crd_kinds, is_crd};
 use super::registry::{GoodState, ObjectRecord, ObjectState};
+use super::source_handle::SourceHandle;
 use super::status::{Changes, Counters, Outcome, RoundReport};
 use super::tracking::{self, Tracked};
 use crate::apply::{Applier, ApplyError, ServedKind, Target};
@@ -54,7 +54,7 @@ pub struct RoundResult {
 /// [module docs](super)).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RoundTimings {
-    pub load: load::LoadTimings,
+    pub load: fetch_and_parse::LoadTimings,
     /// Listing the source's tracking objects.
     pub inventory: Duration,
     /// Discovery and listing the declared kinds' live objects.
@@ -169,7 +169,7 @@ pub async fn run(ctx: &Context, handle: &SourceHandle) -> RoundResult {
             .filter(|_| record.generation == handle.generation)
             .map(|good| good.commit.clone()),
     };
-    let loaded = match load::fetch_and_load(&ctx.fetcher, request).await {
+    let loaded = match fetch_and_parse::fetch_and_load(&ctx.fetcher, request).await {
         Ok(loaded) => loaded,
         Err(error) => {
             let message = error.to_string();
@@ -861,23 +861,21 @@ impl Tally {
             Ok(outcome) => {
                 record.decision = Some(outcome.decision);
                 record.message = outcome.decision.row.reason().to_owned();
-                record.state = match outcome.decision.row {
-                    Row::DeclaredButUnmanaged => {
-                        self.errors.push(source_error(
-                            error::UNMANAGED_OBJECT,
-                            Some(planned.file.clone()),
-                            Some(planned.key.to_string()),
-                            format!(
-                                "exists on the cluster without the management label {}; Arbor \
-                                 leaves it alone (label it to let Arbor manage it)",
-                                known.ctx.settings.label
-                            ),
-                        ));
-                        ObjectState::Unmanaged
-                    }
-                    Row::SyncNotDeclared => ObjectState::Ignored,
-                    _ => ObjectState::InSync,
-                };
+                if outcome.decision.row == Row::DeclaredButUnmanaged {
+                    self.errors.push(source_error(
+                        error::UNMANAGED_OBJECT,
+                        Some(planned.file.clone()),
+                        Some(planned.key.to_string()),
+                        format!(
+                            "exists on the cluster without the management label {}; Arbor \
+                             leaves it alone (label it to let Arbor manage it)",
+                            known.ctx.settings.label
+                        ),
+                    ));
+                }
+                // Rows 5 and 7 are for undeclared objects: a declared one always has a state.
+                record.state = ObjectState::of(outcome.decision.row, Moment::CarriedOut)
+                    .unwrap_or(ObjectState::Pending);
                 if !known.tracked.contains_key(&planned.key) {
                     self.tracking_created += 1;
                 }

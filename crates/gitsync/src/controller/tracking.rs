@@ -4,11 +4,14 @@
 //! The applied object itself carries no ownerReference (seeds/002: garbage collection through
 //! ownerReferences can delete whole clusters). Deleting a tracking object (the round prunes a
 //! declaration that is gone, or garbage collection follows a deleted source) therefore ends in
-//! [`finalize`], which decides with the action table of seeds/000: the live object is deleted
-//! only when it carries the management label, its kind is still declared (a flat source
-//! declares every kind its inventory holds), and no other source declares it. While the source
-//! is being deleted with gitsync's finalizer, [`deletion`](super::deletion) decides instead;
-//! for a source gone without it, the `deletionPolicy` recorded on the tracking object does.
+//! its finalizer: [`Finalizing::decide`] asks arbor-policy, which decides with the action
+//! table of seeds/000: the live object is deleted only when it carries the management label,
+//! its kind is still declared (a flat source declares every kind its inventory holds), and no
+//! other source declares it. While the source is being deleted with gitsync's finalizer,
+//! [`deletion`](super::deletion) decides instead; for a source gone without it, the
+//! `deletionPolicy` recorded on the tracking object does. The finalizer's controller
+//! ([`reconcile`](super::reconcile)) carries the decision out through kube-runtime's
+//! `finalizer` helper, which lets the tracking object go once it succeeded.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,7 +20,7 @@ use arbor_api::source::DeletionPolicy;
 use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, DeclaredObject, GitTrack, GitTrackObject};
 use arbor_policy::object::{GroupVersionKind, ObjectKey, gvk};
 use arbor_policy::ownership::{ClusterGitTrackMode, Owner, TrackingObject};
-use arbor_policy::sync::round::{self, Finalize, FinalizeInput, SourceStanding};
+use arbor_policy::sync::round::{self, Finalize, FinalizeInput, SourceSeen, SourceStanding};
 use arbor_policy::sync::{Action, CompareFields};
 use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
@@ -27,9 +30,8 @@ use serde_json::{Value, json};
 
 use super::Context;
 use super::error::ControllerError;
-use super::handle::SourceHandle;
 use super::plan::PlannedObject;
-use super::registry::ObjectState;
+use super::source_handle::SourceHandle;
 use crate::apply::{ApplyError, Target};
 
 /// Name (under the key domain) of the annotation recording the source's deletion policy on a
@@ -441,63 +443,40 @@ pub fn manager(tracked: &Tracked) -> Option<(String, String)> {
     owner_source(tracked).map(|(source, uid)| (source.to_string(), uid))
 }
 
-/// Where the owner of a tracking object stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SourceState {
-    Alive,
-    /// Being deleted, and holding gitsync's finalizer: its deletion decides for every object.
-    Deleting,
-    /// Gone, replaced (another uid), or deleted without gitsync's finalizer.
-    Gone,
-}
-
-/// Where the source stands. Only its metadata is read, so a source whose spec does not decode
-/// still holds its objects.
-async fn source_state(
+/// Where the source stands ([`SourceStanding::of`]). Only its metadata is read, so a source
+/// whose spec does not decode still holds its objects.
+async fn source_standing(
     ctx: &Context,
     source: &SourceRef,
     uid: &str,
-) -> Result<SourceState, ControllerError> {
-    let state = |meta: Option<&ObjectMeta>| match meta {
-        Some(meta) if meta.uid.as_deref() == Some(uid) => {
-            if meta.deletion_timestamp.is_none() {
-                SourceState::Alive
-            } else if meta
-                .finalizers
-                .iter()
-                .flatten()
-                .any(|finalizer| finalizer == GITSYNC_FINALIZER)
-            {
-                SourceState::Deleting
-            } else {
-                SourceState::Gone
-            }
-        }
-        _ => SourceState::Gone,
-    };
+) -> Result<SourceStanding, ControllerError> {
     let read = |source| ControllerError::kube("read source", "owner", source);
-    Ok(match source {
+    let meta = match source {
         SourceRef::GitTrack { namespace, name } => {
             let api: Api<GitTrack> = Api::namespaced(ctx.client.clone(), namespace);
-            state(
-                api.get_metadata_opt(name)
-                    .await
-                    .map_err(read)?
-                    .as_ref()
-                    .map(|s| &s.metadata),
-            )
+            api.get_metadata_opt(name)
+                .await
+                .map_err(read)?
+                .map(|found| found.metadata)
         }
         SourceRef::ClusterGitTrack { name } => {
             let api: Api<ClusterGitTrack> = Api::all(ctx.client.clone());
-            state(
-                api.get_metadata_opt(name)
-                    .await
-                    .map_err(read)?
-                    .as_ref()
-                    .map(|s| &s.metadata),
-            )
+            api.get_metadata_opt(name)
+                .await
+                .map_err(read)?
+                .map(|found| found.metadata)
         }
-    })
+    };
+    let seen = meta.as_ref().map(|meta| SourceSeen {
+        uid: meta.uid.as_deref(),
+        deleting: meta.deletion_timestamp.is_some(),
+        finalized: meta
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|finalizer| finalizer == GITSYNC_FINALIZER),
+    });
+    Ok(SourceStanding::of(seen, uid))
 }
 
 /// The owner of a tracking object, when this instance reconciles it.
@@ -526,83 +505,106 @@ pub fn declared_elsewhere(
     ctx.registry
         .declarations(key)
         .into_iter()
-        .filter(|(source, _, record)| Some(source) != owner && record.state != ObjectState::Ignored)
+        .filter(|(source, _, record)| Some(source) != owner && record.state.may_manage())
         .map(|(source, _, _)| source)
         .collect()
 }
 
-/// The finalizer: applies the action table to the tracked object, then lets the tracking
-/// object go. Returns `false` when it leaves the decision to the source's deletion.
-pub async fn finalize<K: TrackingKind>(ctx: &Context, object: &K) -> Result<bool, ControllerError> {
-    let Some(tracked) = Tracked::of(object) else {
-        remove_finalizer(ctx, &object.name_any(), object.meta()).await?;
-        return Ok(true);
-    };
-    let owner = owner_source(&tracked);
-    let state = match &owner {
-        Some((source, uid)) => source_state(ctx, source, uid).await?,
-        None => SourceState::Gone,
-    };
-    let alive = state == SourceState::Alive;
-    let owning = owner.as_ref().map(|(source, _)| source);
-    let still_declared = alive
-        && owning.is_some_and(|source| {
-            ctx.registry
-                .get(source)
-                .is_some_and(|record| record.objects.contains_key(&tracked.key))
+/// What the finalizer of one Terminating tracking object does
+/// ([`finalize`](arbor_policy::sync::round::finalize)'s decision), and what it needs to carry
+/// it out.
+#[derive(Debug)]
+pub struct Finalizing {
+    /// `None` when the tracking object does not say what it tracks: it is let go and nothing
+    /// else is touched.
+    tracked: Option<Tracked>,
+    decision: Finalize,
+    owning: Option<SourceRef>,
+    /// Other sources that declare the object.
+    others: Vec<SourceRef>,
+}
+
+impl Finalizing {
+    /// Decides for `object`, reading where its source stands.
+    pub async fn decide<K: TrackingKind>(
+        ctx: &Context,
+        object: &K,
+    ) -> Result<Self, ControllerError> {
+        let Some(tracked) = Tracked::of(object) else {
+            return Ok(Self {
+                tracked: None,
+                decision: Finalize::Orphan,
+                owning: None,
+                others: Vec::new(),
+            });
+        };
+        let owner = owner_source(&tracked);
+        let standing = match &owner {
+            Some((source, uid)) => source_standing(ctx, source, uid).await?,
+            None => SourceStanding::Gone,
+        };
+        let alive = standing == SourceStanding::Alive;
+        let owning = owner.map(|(source, _)| source);
+        let still_declared = alive
+            && owning.as_ref().is_some_and(|source| {
+                ctx.registry
+                    .get(source)
+                    .is_some_and(|record| record.objects.contains_key(&tracked.key))
+            });
+        let others = declared_elsewhere(ctx, owning.as_ref(), &tracked.key);
+        let orphan = tracked
+            .meta
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.get(&ctx.settings.keys.custom(DELETION_POLICY)))
+            .is_some_and(|policy| policy == "Orphan");
+        let decision = round::finalize(FinalizeInput {
+            source: standing,
+            still_declared,
+            declared_elsewhere: !others.is_empty(),
+            orphan,
+            kind_declared: owning.as_ref().filter(|_| alive).and_then(|source| {
+                ctx.registry
+                    .declares_inventory_kind(source, &tracked.key.group_kind)
+            }),
         });
-    let others = declared_elsewhere(ctx, owning, &tracked.key);
-    let orphan = tracked
-        .meta
-        .annotations
-        .as_ref()
-        .and_then(|annotations| annotations.get(&ctx.settings.keys.custom(DELETION_POLICY)))
-        .is_some_and(|policy| policy == "Orphan");
-    let decision = round::finalize(FinalizeInput {
-        source: match state {
-            SourceState::Alive => SourceStanding::Alive,
-            SourceState::Deleting => SourceStanding::Deleting,
-            SourceState::Gone => SourceStanding::Gone,
-        },
-        still_declared,
-        declared_elsewhere: !others.is_empty(),
-        orphan,
-        kind_declared: owning.filter(|_| alive).and_then(|source| {
-            ctx.registry
-                .declares_inventory_kind(source, &tracked.key.group_kind)
-        }),
-    });
-    match decision {
-        Finalize::WaitForSourceDeletion => {
-            // The source's deletion plans every object together (budget, namespaces last) and
-            // removes this finalizer; make sure it runs.
-            if let Some(source) = owning {
-                ctx.registry.request_round(source);
-            }
-            return Ok(false);
-        }
-        Finalize::Recreate => {
-            remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
-            if let Some(source) = owning {
-                ctx.registry.request_round(source);
-            }
-            return Ok(true);
-        }
-        Finalize::ReleaseToAnotherSource => {
-            tracing::info!(object = %tracked.key, declared_by = %others[0], "tracking object released to another source");
-            remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
-            for source in &others {
-                ctx.registry.request_round(source);
-            }
-            return Ok(true);
-        }
-        Finalize::ApplyTable { sync_declared } => {
-            remove_object(ctx, &tracked, sync_declared).await?;
-        }
-        Finalize::Orphan => {}
+        Ok(Self {
+            tracked: Some(tracked),
+            decision,
+            owning,
+            others,
+        })
     }
-    remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
-    Ok(true)
+
+    /// The source's deletion decides (it plans every object together: budget, namespaces last,
+    /// and removes this finalizer); asks for its round, so that it runs.
+    pub fn left_to_source_deletion(&self, ctx: &Context) -> bool {
+        let waits = self.decision == Finalize::WaitForSourceDeletion;
+        if let (true, Some(source)) = (waits, &self.owning) {
+            ctx.registry.request_round(source);
+        }
+        waits
+    }
+
+    /// Carries the decision out on the tracked object; the tracking object is let go after it.
+    /// Returns the sources to ask for a round once it is gone.
+    pub async fn carry_out(&self, ctx: &Context) -> Result<Vec<SourceRef>, ControllerError> {
+        let Some(tracked) = &self.tracked else {
+            return Ok(Vec::new());
+        };
+        Ok(match self.decision {
+            Finalize::WaitForSourceDeletion | Finalize::Orphan => Vec::new(),
+            Finalize::Recreate => self.owning.iter().cloned().collect(),
+            Finalize::ReleaseToAnotherSource => {
+                tracing::info!(object = %tracked.key, declared_by = %self.others[0], "tracking object released to another source");
+                self.others.clone()
+            }
+            Finalize::ApplyTable { sync_declared } => {
+                remove_object(ctx, tracked, sync_declared).await?;
+                Vec::new()
+            }
+        })
+    }
 }
 
 /// Applies the action table to the object `tracked` tracks, with nothing declared for it:

@@ -56,7 +56,7 @@ pub fn review(
 
 /// A webhook's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum WebhookAnswer {
     Allowed {
         /// JSON patch operations to apply (mutating webhooks only).
         patch: Option<Value>,
@@ -71,7 +71,7 @@ pub enum Verdict {
 
 /// Reads a webhook's response body. An unusable answer is an error, which the failure policy
 /// then decides about, as in kube-apiserver.
-pub fn verdict(body: &[u8], uid: &str, webhook: &str) -> Result<Verdict, String> {
+pub fn verdict(body: &[u8], uid: &str, webhook: &str) -> Result<WebhookAnswer, String> {
     let review: Value = serde_json::from_slice(body)
         .map_err(|error| format!("the response is not an AdmissionReview: {error}"))?;
     let response = review
@@ -112,12 +112,12 @@ pub fn verdict(body: &[u8], uid: &str, webhook: &str) -> Result<Verdict, String>
             )
         }
     };
-    Ok(Verdict::Allowed { patch, warnings })
+    Ok(WebhookAnswer::Allowed { patch, warnings })
 }
 
 /// The denial as kube-apiserver words it: `admission webhook "<name>" denied the request: ...`,
 /// with the webhook's status code (403 when it gives none, never below 400).
-fn denial(status: Option<&Value>, webhook: &str, warnings: Vec<String>) -> Verdict {
+fn denial(status: Option<&Value>, webhook: &str, warnings: Vec<String>) -> WebhookAnswer {
     let text = |field: &str| {
         status
             .and_then(|status| status.get(field))
@@ -135,7 +135,7 @@ fn denial(status: Option<&Value>, webhook: &str, warnings: Vec<String>) -> Verdi
         .and_then(|code| u16::try_from(code).ok())
         .filter(|code| *code != 0)
         .map_or(403, |code| code.max(400));
-    Verdict::Denied {
+    WebhookAnswer::Denied {
         code,
         message,
         warnings,
@@ -152,21 +152,21 @@ mod tests {
         let verdict = verdict(body.to_string().as_bytes(), "u", "check.example.com").expect("read");
         assert_eq!(
             verdict,
-            Verdict::Denied {
+            WebhookAnswer::Denied {
                 code: 422,
                 message: "admission webhook \"check.example.com\" denied the request: no".into(),
                 warnings: vec![]
             }
         );
         let bare = json!({"response": {"uid": "u", "allowed": false}});
-        let Verdict::Denied { code, message, .. } = verdict_of(&bare) else {
+        let WebhookAnswer::Denied { code, message, .. } = verdict_of(&bare) else {
             panic!("denied")
         };
         assert_eq!(code, 403);
         assert!(message.ends_with("without explanation"), "{message}");
     }
 
-    fn verdict_of(body: &Value) -> Verdict {
+    fn verdict_of(body: &Value) -> WebhookAnswer {
         verdict(body.to_string().as_bytes(), "u", "w").expect("read")
     }
 
@@ -175,7 +175,7 @@ mod tests {
         let patch = base64::engine::general_purpose::STANDARD
             .encode(br#"[{"op":"add","path":"/metadata/labels","value":{"a":"b"}}]"#);
         let body = json!({"response": {"uid": "u", "allowed": true, "patchType": "JSONPatch", "patch": patch, "warnings": ["careful"]}});
-        let Verdict::Allowed { patch, warnings } = verdict_of(&body) else {
+        let WebhookAnswer::Allowed { patch, warnings } = verdict_of(&body) else {
             panic!("allowed")
         };
         assert_eq!(patch.expect("patch")[0]["op"], "add");

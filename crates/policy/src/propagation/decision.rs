@@ -6,7 +6,7 @@
 //! with its own mode, where its `<domain>/from` points, and whether it differs from the copy
 //! the source would make. Rows are tried in order:
 //!
-//! | # | upstream | source | live object | verdict |
+//! | # | upstream | source | live object | decision |
 //! |---|---|---|---|---|
 //! | 1 | any | any | mode `update`, `from` names another namespace | **Delete** |
 //! | 2 | none | any | absent | Leave: nothing to copy |
@@ -91,7 +91,7 @@ pub struct CopyFacts {
 
 /// The decision without the objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum CopyDecision {
     Create,
     Update,
     Delete,
@@ -128,7 +128,7 @@ impl LeaveReason {
 }
 
 /// Applies the table in the module documentation.
-pub fn decide(facts: CopyFacts) -> Verdict {
+pub fn decide(facts: CopyFacts) -> CopyDecision {
     use LeaveReason::*;
     let CopyFacts {
         has_upstream,
@@ -139,9 +139,9 @@ pub fn decide(facts: CopyFacts) -> Verdict {
         LiveFact::Absent => {
             let wanted = matches!(source, SourceFact::Present { mode: Some(_) });
             return if has_upstream && wanted {
-                Verdict::Create
+                CopyDecision::Create
             } else {
-                Verdict::Leave(NothingToCopy)
+                CopyDecision::Leave(NothingToCopy)
             };
         }
         LiveFact::Present {
@@ -157,24 +157,24 @@ pub fn decide(facts: CopyFacts) -> Verdict {
         from => from,
     };
     if live_is_update && from == FromFact::Other {
-        return Verdict::Delete;
+        return CopyDecision::Delete;
     }
     let source_mode = match source {
         SourceFact::Present { mode } if has_upstream => mode,
         _ => None,
     };
     match (source_mode, from) {
-        (_, FromFact::Missing) if source_mode.is_some() => Verdict::Leave(OccupiedByOriginal),
-        (_, FromFact::Missing) => Verdict::Leave(Original),
-        (Some(_), FromFact::Other) => Verdict::Leave(OccupiedByForeignCopy),
-        (Some(PropagateMode::Create), FromFact::Upstream) => Verdict::Leave(CreateOnly),
-        (Some(PropagateMode::Update), FromFact::Upstream) if differs => Verdict::Update,
-        (Some(PropagateMode::Update), FromFact::Upstream) => Verdict::Leave(UpToDate),
+        (_, FromFact::Missing) if source_mode.is_some() => CopyDecision::Leave(OccupiedByOriginal),
+        (_, FromFact::Missing) => CopyDecision::Leave(Original),
+        (Some(_), FromFact::Other) => CopyDecision::Leave(OccupiedByForeignCopy),
+        (Some(PropagateMode::Create), FromFact::Upstream) => CopyDecision::Leave(CreateOnly),
+        (Some(PropagateMode::Update), FromFact::Upstream) if differs => CopyDecision::Update,
+        (Some(PropagateMode::Update), FromFact::Upstream) => CopyDecision::Leave(UpToDate),
         (None, FromFact::Upstream) if source != SourceFact::Absent => {
-            Verdict::Leave(SourceNotPropagated)
+            CopyDecision::Leave(SourceNotPropagated)
         }
-        (None, FromFact::Upstream) if live_is_update => Verdict::Delete,
-        (None, _) => Verdict::Leave(KeptNotUpdateMode),
+        (None, FromFact::Upstream) if live_is_update => CopyDecision::Delete,
+        (None, _) => CopyDecision::Leave(KeptNotUpdateMode),
     }
 }
 
@@ -199,120 +199,120 @@ mod tests {
     fn every_row_of_the_table() {
         use FromFact::*;
         use LeaveReason::*;
-        let rows: &[(bool, SourceFact, LiveFact, Verdict)] = &[
+        let rows: &[(bool, SourceFact, LiveFact, CopyDecision)] = &[
             (
                 true,
                 present(Some(Update)),
                 live(Some(Update), Other, false),
-                Verdict::Delete,
+                CopyDecision::Delete,
             ),
             (
                 false,
                 SourceFact::Absent,
                 live(Some(Update), Other, false),
-                Verdict::Delete,
+                CopyDecision::Delete,
             ),
             (
                 false,
                 present(Some(Update)),
                 LiveFact::Absent,
-                Verdict::Leave(NothingToCopy),
+                CopyDecision::Leave(NothingToCopy),
             ),
             (
                 false,
                 SourceFact::Absent,
                 live(Some(Update), Missing, false),
-                Verdict::Leave(Original),
+                CopyDecision::Leave(Original),
             ),
             (
                 false,
                 SourceFact::Absent,
                 live(Some(Create), Other, false),
-                Verdict::Leave(KeptNotUpdateMode),
+                CopyDecision::Leave(KeptNotUpdateMode),
             ),
             (
                 true,
                 present(Some(Create)),
                 LiveFact::Absent,
-                Verdict::Create,
+                CopyDecision::Create,
             ),
             (
                 true,
                 present(Some(Update)),
                 LiveFact::Absent,
-                Verdict::Create,
+                CopyDecision::Create,
             ),
             (
                 true,
                 present(Some(Update)),
                 live(None, Missing, true),
-                Verdict::Leave(OccupiedByOriginal),
+                CopyDecision::Leave(OccupiedByOriginal),
             ),
             (
                 true,
                 present(Some(Create)),
                 live(Some(Create), Other, true),
-                Verdict::Leave(OccupiedByForeignCopy),
+                CopyDecision::Leave(OccupiedByForeignCopy),
             ),
             (
                 true,
                 present(Some(Create)),
                 live(Some(Create), Upstream, true),
-                Verdict::Leave(CreateOnly),
+                CopyDecision::Leave(CreateOnly),
             ),
             (
                 true,
                 present(Some(Update)),
                 live(Some(Update), Upstream, true),
-                Verdict::Update,
+                CopyDecision::Update,
             ),
             (
                 true,
                 present(Some(Update)),
                 live(Some(Create), Upstream, true),
-                Verdict::Update,
+                CopyDecision::Update,
             ),
             (
                 true,
                 present(Some(Update)),
                 live(Some(Update), Upstream, false),
-                Verdict::Leave(UpToDate),
+                CopyDecision::Leave(UpToDate),
             ),
             (
                 true,
                 present(None),
                 LiveFact::Absent,
-                Verdict::Leave(NothingToCopy),
+                CopyDecision::Leave(NothingToCopy),
             ),
             (
                 true,
                 present(None),
                 live(Some(Update), Upstream, true),
-                Verdict::Leave(SourceNotPropagated),
+                CopyDecision::Leave(SourceNotPropagated),
             ),
             (
                 true,
                 SourceFact::Absent,
                 LiveFact::Absent,
-                Verdict::Leave(NothingToCopy),
+                CopyDecision::Leave(NothingToCopy),
             ),
             (
                 true,
                 SourceFact::Absent,
                 live(Some(Update), Upstream, false),
-                Verdict::Delete,
+                CopyDecision::Delete,
             ),
             (
                 true,
                 SourceFact::Absent,
                 live(Some(Update), Missing, false),
-                Verdict::Leave(Original),
+                CopyDecision::Leave(Original),
             ),
             (
                 true,
                 SourceFact::Absent,
                 live(Some(Create), Upstream, false),
-                Verdict::Leave(KeptNotUpdateMode),
+                CopyDecision::Leave(KeptNotUpdateMode),
             ),
         ];
         for (has_upstream, source, live, want) in rows {

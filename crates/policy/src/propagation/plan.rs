@@ -18,7 +18,9 @@ use crate::object::{self, GroupKind, ObjectKey};
 
 use super::config::PropagationRules;
 use super::copy::{CopyError, build_copy, copy_differs};
-use super::decision::{CopyFacts, FromFact, LeaveReason, LiveFact, SourceFact, Verdict, decide};
+use super::decision::{
+    CopyDecision, CopyFacts, FromFact, LeaveReason, LiveFact, SourceFact, decide,
+};
 use super::mode::PropagateMode;
 use super::tree::{NamespaceTree, TreeError};
 
@@ -90,10 +92,10 @@ pub fn decide_copy(
     };
     let desired = || desired.expect("the table creates and updates only from a propagating source");
     Ok(match decide(facts) {
-        Verdict::Create => CopyAction::Create(desired()),
-        Verdict::Update => CopyAction::Update(desired()),
-        Verdict::Delete => CopyAction::Delete,
-        Verdict::Leave(reason) => CopyAction::Leave(reason),
+        CopyDecision::Create => CopyAction::Create(desired()),
+        CopyDecision::Update => CopyAction::Update(desired()),
+        CopyDecision::Delete => CopyAction::Delete,
+        CopyDecision::Leave(reason) => CopyAction::Leave(reason),
     })
 }
 

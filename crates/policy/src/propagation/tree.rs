@@ -3,12 +3,20 @@
 //! Each namespace has at most one upstream link (see [`Role`]), so following upstream links
 //! from any namespace either reaches a namespace without one, reaches a name that does not
 //! exist, or runs into a cycle. [`NamespaceTree::upstream_chain`] reports which.
+//!
+//! Admission judges against the tree as it is about to be ([`NamespaceTree::about_to_be`]):
+//! every SubNamespace whose namespace the hierarchy controller has not created yet already
+//! stands in it as a sub-namespace of the SubNamespace's namespace. So a parent cannot be
+//! deleted in the moment between a SubNamespace's creation and its namespace's, and a
+//! namespace of that name cannot be made elsewhere meanwhile. A SubNamespace whose name is
+//! taken by another namespace changes nothing (that namespace is never taken over).
 
 use std::collections::BTreeMap;
 
 use crate::keys::Keys;
 
 use super::namespace::{NamespaceState, Role, RoleKind, Upstream};
+use super::subnamespace::SubNamespace;
 
 /// Every namespace of the cluster, read through one key domain.
 #[derive(Debug, Clone)]
@@ -64,6 +72,22 @@ impl NamespaceTree {
                 .map(|ns| (ns.name.clone(), ns))
                 .collect(),
         }
+    }
+
+    /// The tree of `namespaces` plus the `pending` SubNamespaces whose namespaces do not exist
+    /// yet, each under its SubNamespace's namespace (see the [module docs](self)).
+    pub fn about_to_be(
+        keys: &Keys,
+        namespaces: impl IntoIterator<Item = NamespaceState>,
+        pending: impl IntoIterator<Item = SubNamespace>,
+    ) -> Self {
+        let mut tree = Self::new(keys, namespaces);
+        for sub in pending {
+            let state =
+                NamespaceState::new(&sub.name).with_label(&keys.parent_label, &sub.namespace);
+            tree.namespaces.entry(sub.name).or_insert(state);
+        }
+        tree
     }
 
     pub fn keys(&self) -> &Keys {
@@ -213,6 +237,25 @@ fn follow_upstream(start: &str, role_of: impl Fn(&str) -> Option<Role>) -> Upstr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pending_sub_namespaces_join_the_tree_under_their_parent() {
+        let keys = Keys::default();
+        let root = NamespaceState::new("team").with_label(&keys.type_label, "root");
+        let taken = NamespaceState::new("taken");
+        let tree = NamespaceTree::about_to_be(
+            &keys,
+            vec![root, taken],
+            vec![
+                SubNamespace::new("team", "dev"),
+                SubNamespace::new("team", "taken"),
+                SubNamespace::new("team", "dev"),
+            ],
+        );
+        assert_eq!(tree.sub_namespaces("team"), vec!["dev"]);
+        assert_eq!(tree.get("dev").unwrap().parent(&keys), Some("team"));
+        assert_eq!(tree.get("taken").unwrap().parent(&keys), None);
+    }
 
     /// Name, type, parent and template of one namespace.
     type Links<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<&'a str>);

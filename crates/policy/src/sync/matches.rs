@@ -188,6 +188,28 @@ pub fn compare(
     Comparison { differences }
 }
 
+/// The differences a change from `old` to `new` introduces against `declared`: those of `new`
+/// that `old` did not have (a field `old` matched, or held at another value). A change that
+/// leaves earlier drift as it was, or moves the object back towards git, introduces none, so
+/// an object that drifted while nothing guarded it can still be repaired by hand. Without an
+/// `old` (a create) every difference of `new` is introduced.
+pub fn introduced(
+    declared: &Value,
+    old: Option<&Value>,
+    new: &Value,
+    fields: &CompareFields,
+    label: &ManagementLabel,
+) -> Vec<Difference> {
+    let before = old
+        .map(|old| compare(declared, old, fields, label).differences)
+        .unwrap_or_default();
+    compare(declared, new, fields, label)
+        .differences
+        .into_iter()
+        .filter(|difference| !before.contains(difference))
+        .collect()
+}
+
 /// The value at `path`, if every step exists.
 pub fn value_at<'a>(value: &'a Value, path: &FieldPath) -> Option<&'a Value> {
     path.segments()

@@ -24,7 +24,9 @@
 //! - [`RoundPlan::prune`]: whether the round may delete at all. Never after a failed parse
 //!   (the last good commit stays applied and nothing is deleted), never with `prune: false`,
 //!   and otherwise only within the mass-prune budget ([`PruneBudget::check`]).
-//! - [`finalize`]: what the finalizer of one tracking object does when it is deleted.
+//! - [`finalize`]: what the finalizer of one tracking object does when it is deleted, from
+//!   where its source stands ([`SourceStanding::of`] its metadata: the same uid, being deleted,
+//!   holding gitsync's finalizer).
 //!
 //! ## Rules and their tests
 //!
@@ -39,7 +41,7 @@
 //! | `prune: false` deletes nothing | `prune_disabled_deletes_nothing` | `controller_pruning.rs`: `prune_false_leaves_an_object_removed_from_git_on_the_cluster` |
 //! | the mass-prune guard stops a round | `the_mass_prune_guard_blocks_the_round` | `controller_pruning.rs`: `mass_prune_guard_counts_every_round_of_the_window_across_a_restart`; `controller_safety.rs`: `a_round_that_deletes_every_namespace_is_blocked`; e2e `arborctl_diff_*` (the preview names the guard) |
 //! | rows 1–4 for declared objects | `rows_1_to_4_decide_each_declared_object` | `controller_table.rs`; e2e `arborctl_diff_previews_create_update_delete_unmanaged_and_the_prune_guard` |
-//! | finalizer: the source's deletion decides, a hand-deleted declared object is recreated, another declaring source takes it, `Orphan` releases, otherwise the table (row 5 or 8) | `finalizer_*` | `controller_pruning.rs`: `deleting_a_source_orphans_by_default`, `pruning_or_deleting_one_source_keeps_an_object_another_declares`; `controller_table.rs`: `row_8_object_whose_sync_is_removed_is_left_on_the_cluster`; `controller_safety.rs`: `deletion_policy_orphan_leaves_every_object_when_the_source_is_deleted` |
+//! | finalizer: the source's deletion decides, a hand-deleted declared object is recreated, another declaring source takes it, `Orphan` releases, otherwise the table (row 5 or 8) | `finalizer_*`, `a_sources_standing_follows_its_uid_deletion_and_finalizer` | `controller_pruning.rs`: `deleting_a_source_orphans_by_default`, `pruning_or_deleting_one_source_keeps_an_object_another_declares`; `controller_table.rs`: `row_8_object_whose_sync_is_removed_is_left_on_the_cluster`; `controller_safety.rs`: `deletion_policy_orphan_leaves_every_object_when_the_source_is_deleted` |
 //!
 //! A round decides its declared objects one by one as it writes them (their live objects are
 //! read again after CustomResourceDefinitions and Namespaces are applied), with the same table
@@ -214,6 +216,45 @@ impl RoundPlan {
     }
 }
 
+/// What a round would do to one object, as a preview shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Create,
+    Update,
+    Delete,
+    Unchanged,
+    /// Left alone: it lacks the management label (rows 3 and 6).
+    Unmanaged,
+    /// Not Arbor's to change: no Sync declares its kind (row 8), or there is nothing (row 7).
+    Ignored,
+}
+
+impl Change {
+    /// The change `row` makes.
+    pub fn of(row: Row) -> Self {
+        match row {
+            Row::ManagedAndMatching => Self::Unchanged,
+            Row::ManagedAndDrifted => Self::Update,
+            Row::DeclaredButUnmanaged | Row::UndeclaredAndUnmanaged => Self::Unmanaged,
+            Row::DeclaredNotOnCluster => Self::Create,
+            Row::UndeclaredButManaged => Self::Delete,
+            Row::UndeclaredNotOnCluster | Row::SyncNotDeclared => Self::Ignored,
+        }
+    }
+
+    /// Whether the round's guards hold the change back: the mass-prune guard stops the whole
+    /// round (no create or update either), and every guard of [`Prune`] stops deletions.
+    pub fn held(self, prune: &Prune) -> bool {
+        match self {
+            Self::Create | Self::Update => {
+                matches!(prune, Prune::Judged(PruneVerdict::Blocked { .. }))
+            }
+            Self::Delete => !prune.allows(),
+            Self::Unchanged | Self::Unmanaged | Self::Ignored => false,
+        }
+    }
+}
+
 /// Plans one round (see the [module docs](self)).
 pub fn plan(input: &RoundInput<'_>) -> RoundPlan {
     let state = input.state;
@@ -359,6 +400,32 @@ pub enum SourceStanding {
     Deleting,
     /// Gone, replaced (another uid), or deleted without gitsync's finalizer.
     Gone,
+}
+
+impl SourceStanding {
+    /// Where the source stands, from its metadata as read now (`None` when it is not found).
+    /// `owner_uid` is the uid the tracking object's ownerReference names: a source of that name
+    /// with another uid is a new one, and the old one is gone.
+    pub fn of(found: Option<SourceSeen<'_>>, owner_uid: &str) -> Self {
+        match found {
+            Some(seen) if seen.uid == Some(owner_uid) => match (seen.deleting, seen.finalized) {
+                (false, _) => Self::Alive,
+                (true, true) => Self::Deleting,
+                (true, false) => Self::Gone,
+            },
+            _ => Self::Gone,
+        }
+    }
+}
+
+/// What [`SourceStanding::of`] reads of a source's metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceSeen<'a> {
+    pub uid: Option<&'a str>,
+    /// It has a deletionTimestamp.
+    pub deleting: bool,
+    /// It holds gitsync's finalizer.
+    pub finalized: bool,
 }
 
 /// What a tracking object's finalizer knows.
@@ -718,6 +785,74 @@ mod tests {
             plan.unmanaged,
             vec![(keys[2].clone(), Row::DeclaredButUnmanaged)]
         );
+    }
+
+    #[test]
+    fn a_sources_standing_follows_its_uid_deletion_and_finalizer() {
+        let seen = |uid, deleting, finalized| SourceSeen {
+            uid: Some(uid),
+            deleting,
+            finalized,
+        };
+        let cases = [
+            (Some(seen("u1", false, false)), SourceStanding::Alive),
+            (Some(seen("u1", false, true)), SourceStanding::Alive),
+            (Some(seen("u1", true, true)), SourceStanding::Deleting),
+            (Some(seen("u1", true, false)), SourceStanding::Gone),
+            (Some(seen("u2", false, true)), SourceStanding::Gone),
+            (None, SourceStanding::Gone),
+        ];
+        for (found, standing) in cases {
+            assert_eq!(SourceStanding::of(found, "u1"), standing, "{found:?}");
+        }
+    }
+
+    #[test]
+    fn each_row_makes_one_change_which_the_guards_may_hold() {
+        let table = [
+            (Row::ManagedAndMatching, Change::Unchanged),
+            (Row::ManagedAndDrifted, Change::Update),
+            (Row::DeclaredButUnmanaged, Change::Unmanaged),
+            (Row::DeclaredNotOnCluster, Change::Create),
+            (Row::UndeclaredButManaged, Change::Delete),
+            (Row::UndeclaredAndUnmanaged, Change::Unmanaged),
+            (Row::UndeclaredNotOnCluster, Change::Ignored),
+            (Row::SyncNotDeclared, Change::Ignored),
+        ];
+        assert_eq!(table.len(), Row::ALL.len());
+        for (row, change) in table {
+            assert_eq!(Change::of(row), change, "{row}");
+        }
+        let blocked = Case::new(&["a"])
+            .tracks("a")
+            .tracks("b")
+            .tracks("c")
+            .tracks("d")
+            .plan(&[])
+            .prune;
+        let held = |change: Change| {
+            [
+                Prune::Judged(PruneVerdict::Allowed {
+                    by_annotation: false,
+                    window: PruneWindow {
+                        start: SystemTime::UNIX_EPOCH,
+                        high_water: 0,
+                        pruned: 0,
+                    },
+                }),
+                Prune::ParseFailed,
+                Prune::Disabled,
+                blocked.clone(),
+            ]
+            .map(|prune| change.held(&prune))
+        };
+        // Allowed, parse failed, prune disabled, mass-prune blocked:
+        assert_eq!(held(Change::Create), [false, false, false, true]);
+        assert_eq!(held(Change::Update), [false, false, false, true]);
+        assert_eq!(held(Change::Delete), [false, true, true, true]);
+        for change in [Change::Unchanged, Change::Unmanaged, Change::Ignored] {
+            assert_eq!(held(change), [false; 4], "{change:?}");
+        }
     }
 
     fn finalizing(source: SourceStanding) -> FinalizeInput {

@@ -8,10 +8,11 @@
 //!   payload never leaves Secret protection, not even towards the webhook), so drift prevention
 //!   guards a Secret's metadata and type, and a change of its payload alone is not refused here:
 //!   gitsync's resync (and ReportDrift) puts the payload back from the repository.
-//! - An update is refused for a difference the change **introduces**: a declared field that
-//!   the old object matched, or held at another value. A change that leaves earlier drift as it
-//!   was (or moves the object back towards git) passes, so an object that drifted while the
-//!   webhook was down can still be repaired by hand.
+//! - An update is refused for a difference the change **introduces**
+//!   ([`arbor_policy::sync::introduced`]): a declared field that the old object matched, or
+//!   held at another value. A change that leaves earlier drift as it was (or moves the object
+//!   back towards git) passes, so an object that drifted while the webhook was down can still
+//!   be repaired by hand.
 //! - Deleting a declared object is refused: git still declares it.
 //! - An object no source declares is not protected: the label alone promises nothing.
 //! - When gitsync cannot answer, `--drift-unreachable` decides (default allow: drift
@@ -21,13 +22,13 @@ use std::collections::BTreeSet;
 
 use arbor_policy::keys::ManagementLabel;
 use arbor_policy::object;
-use arbor_policy::sync::{Difference, compare};
+use arbor_policy::sync::introduced;
 use kube::core::admission::Operation;
 
 use super::shape::{ShapeError, check_metadata_maps, string_at};
 use crate::declared::{Declared, DeclaredState, ObjectIdentity};
 use crate::review::ReviewInput;
-use crate::verdict::Check;
+use crate::review_outcome::Check;
 
 /// The answer when arbor-gitsync cannot be asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -117,31 +118,28 @@ pub async fn review(
             ),
         )));
     };
-    let before: Vec<Difference> = input
-        .old_object
-        .as_ref()
-        .map(|old| compare(&object, old, &fields, &settings.label).differences)
-        .unwrap_or_default();
-    let introduced: Vec<Difference> = compare(&object, new, &fields, &settings.label)
-        .differences
-        .into_iter()
-        .filter(|difference| !before.contains(difference))
-        .collect();
-    if introduced.is_empty() {
+    let new_differences = introduced(
+        &object,
+        input.old_object.as_ref(),
+        new,
+        &fields,
+        &settings.label,
+    );
+    if new_differences.is_empty() {
         return Ok(Some(Check::allow(
             rule("matches-declared"),
             format!("{what} still matches what is {declared_in}"),
         )));
     }
-    let mut listed: Vec<String> = introduced
+    let mut listed: Vec<String> = new_differences
         .iter()
         .take(LISTED_DIFFERENCES)
         .map(ToString::to_string)
         .collect();
-    if introduced.len() > LISTED_DIFFERENCES {
+    if new_differences.len() > LISTED_DIFFERENCES {
         listed.push(format!(
             "and {} more",
-            introduced.len() - LISTED_DIFFERENCES
+            new_differences.len() - LISTED_DIFFERENCES
         ));
     }
     Ok(Some(Check::deny(

@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use super::shape::{ShapeError, check_metadata_maps};
 use crate::review::ReviewInput;
+use crate::review_outcome::Check;
 use crate::settings::PolicySettings;
-use crate::verdict::Check;
 
 /// Rule id prefix of every tree rule.
 const TREE_RULE: &str = "seeds/001 tree";

@@ -20,8 +20,8 @@ use serde_json::Value;
 use super::shape::{ShapeError, string_at};
 use crate::gittrack_owners::GitTrackLocator;
 use crate::review::ReviewInput;
+use crate::review_outcome::{Check, ReviewOutcome};
 use crate::settings::PolicySettings;
-use crate::verdict::{Check, Verdict};
 
 /// Which tracking kind is under review.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +82,7 @@ pub fn review(
     kind: TrackingKind,
     input: &ReviewInput,
     object: &Value,
-    verdict: &mut Verdict,
+    verdict: &mut ReviewOutcome,
 ) -> Result<(), ShapeError> {
     let tracking = match kind {
         TrackingKind::ClusterGitTrackObject => TrackingObject::ClusterGitTrackObject,

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::verdict::Check;
+use crate::review_outcome::Check;
 
 /// Rule id of a denial for an unreadable object.
 pub const SHAPE_RULE: &str = "arbor object-shape";

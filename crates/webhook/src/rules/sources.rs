@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::review::ReviewInput;
-use crate::verdict::Check;
+use crate::review_outcome::Check;
 
 /// Which source kind is under review.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,7 +23,7 @@ use arbor_webhook::server::{self, AppState};
 use arbor_webhook::settings::PolicySettings;
 use arbor_webhook::tls::ReloadingCert;
 use arbor_webhook::tree::FixedTree;
-use arbor_webhook::{Policy, Verdict};
+use arbor_webhook::{Policy, ReviewOutcome};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -140,7 +140,7 @@ pub fn policy(
     )
 }
 
-pub async fn decide(policy: &Policy, request: Value) -> Verdict {
+pub async fn decide(policy: &Policy, request: Value) -> ReviewOutcome {
     policy.review(&input(request)).await
 }
 

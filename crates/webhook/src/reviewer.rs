@@ -23,6 +23,7 @@ use serde_json::Value;
 use crate::declared::DeclaredState;
 use crate::gittrack_owners::GitTrackLocator;
 use crate::review::ReviewInput;
+use crate::review_outcome::ReviewOutcome;
 use crate::rules::namespaces::TreeKind;
 use crate::rules::ownership::TrackingKind;
 use crate::rules::shape::ShapeError;
@@ -30,7 +31,6 @@ use crate::rules::sources::SourceKind;
 use crate::rules::{drift, namespaces, ownership, sources};
 use crate::settings::PolicySettings;
 use crate::tree::TreeSource;
-use crate::verdict::Verdict;
 
 /// The kinds Arbor has rules for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,8 +109,8 @@ impl Policy {
     }
 
     /// Every rule that concerns `input`, evaluated in order.
-    pub async fn review(&self, input: &ReviewInput) -> Verdict {
-        let mut verdict = Verdict::default();
+    pub async fn review(&self, input: &ReviewInput) -> ReviewOutcome {
+        let mut verdict = ReviewOutcome::default();
         let what = format!("{} {}", input.kind.kind, input.object_name());
         if let Err(error) = self.review_kind(input, &mut verdict) {
             verdict.push(error.into_check(&what));
@@ -125,7 +125,11 @@ impl Policy {
         verdict
     }
 
-    fn review_kind(&self, input: &ReviewInput, verdict: &mut Verdict) -> Result<(), ShapeError> {
+    fn review_kind(
+        &self,
+        input: &ReviewInput,
+        verdict: &mut ReviewOutcome,
+    ) -> Result<(), ShapeError> {
         if input.sub_resource.is_some() {
             return Ok(());
         }

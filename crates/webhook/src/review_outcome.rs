@@ -45,12 +45,12 @@ pub const NO_RULE: &str = "arbor no-rule";
 
 /// The outcome of a review.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Verdict {
+pub struct ReviewOutcome {
     pub checks: Vec<Check>,
     pub warnings: Vec<String>,
 }
 
-impl Verdict {
+impl ReviewOutcome {
     pub fn push(&mut self, check: Check) {
         self.checks.push(check);
     }
@@ -81,7 +81,7 @@ mod tests {
 
     #[test]
     fn the_first_refusal_decides() {
-        let mut verdict = Verdict::default();
+        let mut verdict = ReviewOutcome::default();
         verdict.push(Check::allow("a", "fine"));
         verdict.push(Check::deny("b", "no"));
         verdict.push(Check::deny("c", "also no"));
@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn without_checks_no_rule_allows() {
-        let verdict = Verdict::default();
+        let verdict = ReviewOutcome::default();
         assert!(verdict.allowed());
         assert_eq!(verdict.decision().rule, NO_RULE);
     }
