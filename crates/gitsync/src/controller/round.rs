@@ -391,6 +391,10 @@ struct Conflict {
     manager: String,
 }
 
+/// A progress write of a running round, with the status it writes.
+type ProgressWrite =
+    futures::future::BoxFuture<'static, (GitSourceStatus, Result<(), ControllerError>)>;
+
 /// How often a running round writes its progress.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -786,26 +790,41 @@ impl Known<'_> {
 }
 
 impl Tally {
-    /// Writes the progress when it is due; a failed write is logged and the round goes on.
-    async fn report_progress(&mut self, known: &Known<'_>) {
-        let Some(progress) = self.progress.as_mut() else {
-            return;
-        };
+    /// The progress write that is due, if one is. It is owned and runs beside the round's
+    /// object writes: a status write the API server throttles (each refusal waits for
+    /// `Retry-After`) must not hold the objects back.
+    fn progress_write(&mut self, known: &Known<'_>) -> Option<ProgressWrite> {
+        let progress = self.progress.as_mut()?;
         if !progress.due() {
-            return;
+            return None;
         }
+        progress.written = Some(Instant::now());
         let next = super::status::in_progress(
             &progress.status,
             &progress.commit,
             (progress.done, progress.total),
             known.handle.generation,
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::now(),
-            ),
+            Time(k8s_openapi::jiff::Timestamp::now()),
         );
         let (api, resource) = super::status::source_api(&known.ctx.client, &known.handle.reference);
-        let name = &known.handle.owner_reference.name;
-        match super::status::write(&api, &resource, name, &next).await {
+        let name = known.handle.owner_reference.name.clone();
+        Some(Box::pin(async move {
+            let written = super::status::write(&api, &resource, &name, &next).await;
+            (next, written)
+        }))
+    }
+
+    /// Records a finished progress write; a failed one is logged and the round goes on.
+    fn progress_written(
+        &mut self,
+        known: &Known<'_>,
+        (next, written): (GitSourceStatus, Result<(), ControllerError>),
+    ) {
+        let Some(progress) = self.progress.as_mut() else {
+            return;
+        };
+        progress.written = Some(Instant::now());
+        match written {
             Ok(()) => {
                 progress.status = next.clone();
                 self.result.in_flight = Some(next);
@@ -814,11 +833,10 @@ impl Tally {
                 tracing::warn!(source = %known.handle.reference, %error, "writing the progress failed");
             }
         }
-        progress.written = Some(Instant::now());
     }
 
     /// Records what [`Known::execute`] did with `planned`: its record, errors and counts.
-    async fn apply_one(
+    fn apply_one(
         &mut self,
         known: &Known<'_>,
         planned: &PlannedObject,
@@ -906,7 +924,6 @@ impl Tally {
         if let Some(progress) = self.progress.as_mut() {
             progress.done += 1;
         }
-        self.report_progress(known).await;
         wrote
     }
 
@@ -984,17 +1001,38 @@ impl Sync<'_> {
         let mut waiting = plan.objects.iter();
         let mut window = futures::stream::FuturesOrdered::new();
         let mut wrote_crd = false;
+        let mut progress: Option<ProgressWrite> = None;
         loop {
             while window.len() < width {
                 let Some(planned) = waiting.next() else { break };
                 window.push_back(known.attempt(planned));
             }
-            let Some((planned, outcome)) = window.next().await else {
+            let next = match progress.as_mut() {
+                Some(write) => tokio::select! {
+                    written = write => Err(written),
+                    next = window.next() => Ok(next),
+                },
+                None => Ok(window.next().await),
+            };
+            let next = match next {
+                Ok(next) => next,
+                Err(written) => {
+                    progress = None;
+                    tally.progress_written(known, written);
+                    continue;
+                }
+            };
+            let Some((planned, outcome)) = next else {
                 break;
             };
-            let wrote = tally.apply_one(known, planned, outcome).await;
+            let wrote = tally.apply_one(known, planned, outcome);
             wrote_crd |= wrote && is_crd(&planned.key.group_kind);
+            if progress.is_none() {
+                progress = tally.progress_write(known);
+            }
         }
+        // A progress write still in flight is dropped: the round's finished status follows.
+        drop(progress);
         tally.record_unapplied(known, plan);
         wrote_crd
     }
