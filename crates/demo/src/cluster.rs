@@ -19,28 +19,64 @@ use crate::Error;
 /// -o yaml --show-managed-fields` shows a demo user).
 pub const FIELD_MANAGER: &str = "arbor-demo";
 
-/// How often [`eventually`] asks again.
-const POLL: Duration = Duration::from_millis(100);
+/// How long a wait lasts and how often it asks again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Patience {
+    pub timeout: Duration,
+    pub poll: Duration,
+}
 
-/// Polls `check` until it returns `Some`, for at most `timeout`; `what` names the wait in the
-/// timeout error. Errors of `check` end the wait at once.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T, Error>
+impl Patience {
+    /// How often a wait given only its timeout asks again.
+    pub const DEFAULT_POLL: Duration = Duration::from_millis(100);
+
+    pub const fn new(timeout: Duration, poll: Duration) -> Self {
+        Self { timeout, poll }
+    }
+}
+
+/// A timeout alone polls every [`Patience::DEFAULT_POLL`].
+impl From<Duration> for Patience {
+    fn from(timeout: Duration) -> Self {
+        Self::new(timeout, Self::DEFAULT_POLL)
+    }
+}
+
+/// A wait of [`eventually`] ran out of patience.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("timed out after {after:?} waiting for {what}")]
+pub struct TimedOut {
+    pub what: String,
+    pub after: Duration,
+}
+
+/// Polls `check` until it returns `Some`, for at most `patience`'s timeout; `what` names the
+/// wait in the timeout error. Errors of `check` end the wait at once. Any error type that can
+/// say [`TimedOut`] works: the harness's [`Error`], `anyhow::Error` in tests.
+pub async fn eventually<T, E, F, Fut>(
+    what: &str,
+    patience: impl Into<Patience>,
+    mut check: F,
+) -> Result<T, E>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>, Error>>,
+    Fut: Future<Output = Result<Option<T>, E>>,
+    E: From<TimedOut>,
 {
+    let patience = patience.into();
     let start = Instant::now();
     loop {
         if let Some(value) = check().await? {
             return Ok(value);
         }
-        if start.elapsed() > timeout {
-            return Err(Error::Timeout {
+        if start.elapsed() > patience.timeout {
+            return Err(TimedOut {
                 what: what.to_owned(),
-                after: timeout,
-            });
+                after: patience.timeout,
+            }
+            .into());
         }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(patience.poll).await;
     }
 }
 
@@ -262,10 +298,12 @@ async fn install(
             || {
                 let gvk = gvk.clone();
                 async move {
-                    Ok(kube::discovery::pinned_kind(client, &gvk)
-                        .await
-                        .ok()
-                        .map(drop))
+                    Ok::<_, Error>(
+                        kube::discovery::pinned_kind(client, &gvk)
+                            .await
+                            .ok()
+                            .map(drop),
+                    )
                 }
             },
         )
@@ -332,20 +370,26 @@ mod tests {
     #[tokio::test]
     async fn eventually_returns_the_first_answer_and_times_out_naming_the_wait() {
         let mut calls = 0;
-        let value = eventually("three calls", Duration::from_secs(10), || {
+        let value: Result<_, Error> = eventually("three calls", Duration::from_secs(10), || {
             calls += 1;
             let ready = calls >= 3;
             async move { Ok(ready.then_some(calls)) }
         })
-        .await
-        .unwrap();
-        assert_eq!(value, 3);
+        .await;
+        assert_eq!(value.unwrap(), 3);
 
-        let error = eventually("nothing", Duration::from_millis(250), || async {
-            Ok(None::<()>)
+        let patience = Patience::new(Duration::from_millis(250), Duration::from_millis(10));
+        let mut polls = 0;
+        let error: anyhow::Error = eventually("nothing", patience, || {
+            polls += 1;
+            async { Ok(None::<()>) }
         })
         .await
         .unwrap_err();
         assert!(error.to_string().contains("nothing"), "{error}");
+        assert!(
+            polls >= 10,
+            "polled {polls} times in 250 ms at a 10 ms interval"
+        );
     }
 }

@@ -46,6 +46,15 @@ pub enum Error {
     Client(#[from] arbor_runtime::client::ClientError),
 }
 
+impl From<crate::cluster::TimedOut> for Error {
+    fn from(timed_out: crate::cluster::TimedOut) -> Self {
+        Error::Timeout {
+            what: timed_out.what,
+            after: timed_out.after,
+        }
+    }
+}
+
 impl Error {
     pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
         let what = what.into();

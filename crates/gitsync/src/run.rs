@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arbor_policy::keys::{Keys, ManagementLabel};
-use arbor_policy::ownership::{FlagError, WatchScope};
+use arbor_policy::ownership::{FlagError, ModeFlags};
 use arbor_runtime::component::{Component, LeaseGate, LostLease, StartError};
 use arbor_runtime::flags::{CommonArgs, parse_duration};
 use kube::runtime::events::Recorder;
@@ -36,23 +36,8 @@ pub struct Args {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// Whether this instance manages GitTracks: Disabled or Enabled.
-    #[arg(long, env = "ARBOR_GITTRACK_MODE", default_value = "Disabled")]
-    pub gittrack_mode: String,
-
-    /// How this instance manages ClusterGitTracks: Disabled, IncludeNamespaced or
-    /// ExcludeNamespaced.
-    #[arg(
-        long,
-        env = "ARBOR_CLUSTERGITTRACK_MODE",
-        default_value = "IncludeNamespaced"
-    )]
-    pub clustergittrack_mode: String,
-
-    /// Restrict the instance to the GitTracks and GitTrackObjects of one namespace ("" for all;
-    /// for use with --gittrack-mode=Enabled).
-    #[arg(long, env = "ARBOR_NAMESPACE", default_value = "")]
-    pub namespace: String,
+    #[command(flatten)]
+    pub modes: ModeFlags,
 
     /// The largest fraction of a source's objects one round may delete without the source's
     /// allow-mass-prune annotation.
@@ -79,7 +64,11 @@ pub struct Args {
     pub max_concurrent_writes: u16,
 
     /// The label that lets Arbor update or delete an object, as `key=value`.
-    #[arg(long, env = "ARBOR_MANAGEMENT_LABEL", default_value = "arbor.dev/managed=enabled", value_parser = parse_label)]
+    #[arg(
+        long,
+        env = "ARBOR_MANAGEMENT_LABEL",
+        default_value = "arbor.dev/managed=enabled"
+    )]
     pub management_label: ManagementLabel,
 
     /// Where repositories are cached.
@@ -130,18 +119,10 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_label(text: &str) -> Result<ManagementLabel, String> {
-    ManagementLabel::parse(text).map_err(|error| error.to_string())
-}
-
 impl Args {
     /// The controllers' settings; refuses the flag combinations the seed rules out.
     pub fn settings(&self) -> Result<Settings, RunError> {
-        let scope = WatchScope::parse_flags(
-            &self.gittrack_mode,
-            &self.clustergittrack_mode,
-            &self.namespace,
-        )?;
+        let scope = self.modes.scope()?;
         Ok(Settings {
             scope,
             label: self.management_label.clone(),

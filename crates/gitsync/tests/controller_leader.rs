@@ -67,7 +67,7 @@ async fn only_the_leader_applies_and_the_other_takes_over_when_it_stops() -> any
     // Committed after the leader stopped: only the new leader can apply it.
     repo.write("second.yaml", &configmap(None, "second", "2"))?;
     let second_commit = repo.commit("second")?;
-    let new_leader = tokio::time::timeout(PATIENCE, standby).await???;
+    let new_leader = tokio::time::timeout(PATIENCE.timeout, standby).await???;
     assert_eq!(holder(&cluster).await?.as_deref(), Some("gitsync-b"));
     cluster.synced(&new_leader, &source, &second_commit).await?;
     assert!(cluster.exists(&cluster.configmaps("foo"), "second").await?);

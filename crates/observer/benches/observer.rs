@@ -156,6 +156,6 @@ async fn bench() -> anyhow::Result<()> {
     );
     println!();
     observer.stop().await?;
-    cluster.emu.shutdown().await;
+    cluster.shutdown().await;
     Ok(())
 }

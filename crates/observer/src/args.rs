@@ -26,17 +26,17 @@ pub struct ObserverArgs {
     pub gitsync_addr: Option<String>,
 
     /// The label that marks git-managed objects, as `key=value` (a bare key means `enabled`).
-    #[arg(long, env = "ARBOR_MANAGEMENT_LABEL", default_value = "arbor.dev/managed=enabled", value_parser = parse_management_label)]
+    #[arg(
+        long,
+        env = "ARBOR_MANAGEMENT_LABEL",
+        default_value = "arbor.dev/managed=enabled"
+    )]
     pub management_label: ManagementLabel,
 
     /// Kinds whose git-managed objects are watched for drift, as `group/version/Kind`
     /// (`version/Kind` for the core group), comma separated.
     #[arg(long, env = "ARBOR_DRIFT_KINDS", value_delimiter = ',', default_value = DEFAULT_DRIFT_KINDS, value_parser = parse_drift_kind)]
     pub drift_kinds: Vec<GroupVersionKind>,
-}
-
-fn parse_management_label(text: &str) -> Result<ManagementLabel, String> {
-    ManagementLabel::parse(text).map_err(|error| error.to_string())
 }
 
 /// Parses `apps/v1/Deployment` or `v1/ConfigMap`.

@@ -85,7 +85,7 @@ async fn observed_field_changed_by_hand_is_restored() -> anyhow::Result<()> {
     })
     .await?;
 
-    let event = tokio::time::timeout(support::PATIENCE, drift.message())
+    let event = tokio::time::timeout(support::PATIENCE.timeout, drift.message())
         .await??
         .expect("a drift event");
     assert_eq!(event.object.unwrap().kind, "Deployment");

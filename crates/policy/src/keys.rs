@@ -137,6 +137,15 @@ impl Default for ManagementLabel {
     }
 }
 
+/// The form every controller's `--management-label` flag takes: [`ManagementLabel::parse`].
+impl std::str::FromStr for ManagementLabel {
+    type Err = InvalidDomain;
+
+    fn from_str(spec: &str) -> Result<Self, Self::Err> {
+        Self::parse(spec)
+    }
+}
+
 impl fmt::Display for ManagementLabel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}={}", self.key, self.value)

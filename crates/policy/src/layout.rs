@@ -41,7 +41,6 @@
 //! | every error reported at once; any error declares nothing | — | `every_error_is_reported_at_once` |
 //! | identity, names, flat duplicates, empty source | ARB1002–ARB1005 | the `input`, `names` and `flat` tests |
 
-mod code;
 mod declared;
 mod error;
 mod flat;
@@ -53,7 +52,7 @@ mod selector;
 mod synced;
 mod unique;
 
-pub use code::ErrorCode;
+pub use crate::code::ErrorCode;
 pub use declared::{DeclaredObject, DeclaredState, Layout};
 pub use error::{SourceError, sorted as sorted_errors};
 pub use flat::parse_flat;

@@ -6,6 +6,7 @@
 //!
 //! | module | specification |
 //! |---|---|
+//! | [`code`] | docs/error-codes.md: every stable error code (`ARB1xxx`-`ARB3xxx`) |
 //! | [`keys`] | DESIGN.md "Keys": the configurable key domain and the management label |
 //! | [`sync`] | seeds/000: the management action table and the "resource matches" comparison |
 //! | [`layout`] | seeds/000: hierarchical repositories, abstract namespaces, inheritance, selectors |
@@ -17,6 +18,7 @@
 //! Each module's documentation carries the table that maps every seed row and bullet to the
 //! test that shows it.
 
+pub mod code;
 pub mod keys;
 pub mod layout;
 pub mod object;

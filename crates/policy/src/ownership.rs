@@ -81,5 +81,5 @@ pub mod watch;
 
 pub use apply::{IgnoreReason, ObjectScope};
 pub use matrix::{MatrixRow, Owner, OwnershipRule, OwnershipVerdict, TrackingObject, may_own};
-pub use modes::{ClusterGitTrackMode, FlagError, GitTrackMode, NamespaceRestriction};
+pub use modes::{ClusterGitTrackMode, FlagError, GitTrackMode, ModeFlags, NamespaceRestriction};
 pub use watch::{NamespaceScope, WatchScope, WatchSet, Watched};

@@ -2,8 +2,8 @@
 //! rows 1, 2, 3, and how `WatchScope::from_flags` combines them.
 
 use arbor_policy::ownership::{
-    ClusterGitTrackMode, FlagError, GitTrackMode, NamespaceRestriction, NamespaceScope, WatchScope,
-    WatchSet, Watched,
+    ClusterGitTrackMode, FlagError, GitTrackMode, ModeFlags, NamespaceRestriction, NamespaceScope,
+    WatchScope, WatchSet, Watched,
 };
 
 /// The seed's GitTrack-matrix columns, in order: GitTrack (NS: Foo), GitTrackObject (NS: Foo),
@@ -211,21 +211,52 @@ fn both_modes_disabled_watch_nothing_and_are_refused() {
     assert_eq!(error, FlagError::NothingWatched);
 }
 
+/// A binary's command line holding only the mode flags, as gitsync and the webhook flatten them.
+#[derive(clap::Parser)]
+struct ModesOnly {
+    #[command(flatten)]
+    modes: ModeFlags,
+}
+
+fn parse_modes(argv: &[&str]) -> Result<ModeFlags, clap::Error> {
+    use clap::Parser as _;
+    ModesOnly::try_parse_from(std::iter::once("binary").chain(argv.iter().copied()))
+        .map(|cli| cli.modes)
+}
+
 #[test]
 fn flags_parse_from_their_strings() {
-    let instance = WatchScope::parse_flags("enabled", "DISABLED", "foo").unwrap();
+    let instance = parse_modes(&[
+        "--gittrack-mode",
+        "enabled",
+        "--clustergittrack-mode",
+        "DISABLED",
+        "--namespace",
+        "foo",
+    ])
+    .unwrap()
+    .scope()
+    .unwrap();
     assert_eq!(instance.gittrack_mode(), GitTrackMode::Enabled);
     assert_eq!(
         instance.cluster_gittrack_mode(),
         ClusterGitTrackMode::Disabled
     );
     assert_eq!(instance.namespace(), &only("foo"));
-    let error = WatchScope::parse_flags("yes", "Disabled", "").unwrap_err();
-    assert!(matches!(
-        error,
-        FlagError::InvalidValue {
-            flag: "--gittrack-mode",
-            ..
-        }
-    ));
+    let error = parse_modes(&["--gittrack-mode", "yes"])
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("--gittrack-mode"), "{error}");
+    assert!(error.contains("Disabled, Enabled"), "{error}");
+}
+
+#[test]
+fn flags_default_to_the_seed_defaults() {
+    let instance = parse_modes(&[]).unwrap().scope().unwrap();
+    assert_eq!(instance.gittrack_mode(), GitTrackMode::Disabled);
+    assert_eq!(
+        instance.cluster_gittrack_mode(),
+        ClusterGitTrackMode::IncludeNamespaced
+    );
+    assert_eq!(instance.namespace(), &NamespaceRestriction::AllNamespaces);
 }

@@ -5,12 +5,20 @@
 //! - [`release`]: the running system published in the emulator as the Helm chart's release
 //!   would look (Services, ready pods whose ports the emulator port-forwards to the processes,
 //!   the operators' certificate Secret), for arborctl's way in through a kubeconfig alone;
-//! - [`memory`]: a running process's peak and current resident memory, from `/proc`.
+//! - [`memory`]: a running process's peak and current resident memory, from `/proc`;
+//! - [`Cluster`]: an in-process arbor-kube-emu and its client, on which the controllers'
+//!   integration tests run their controller;
+//! - [`eventually`] (from the demo, which waits the same way): the one bounded poll of every
+//!   test, generic over the error type and the poll interval ([`Patience`]).
 //!
 //! A dev-dependency only: no binary links it.
 
+pub mod emulator;
 pub mod memory;
 pub mod release;
+
+pub use arbor_demo::cluster::{Patience, TimedOut, eventually};
+pub use emulator::Cluster;
 
 pub use arbor_demo::{
     BasicAuth, Error, GitHttpServer, GitRepo, Process, ProcessSpec, System, SystemConfig, binaries,

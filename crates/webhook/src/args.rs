@@ -7,9 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use arbor_policy::keys::{InvalidDomain, Keys, ManagementLabel};
-use arbor_policy::ownership::{
-    ClusterGitTrackMode, FlagError, GitTrackMode, NamespaceRestriction, WatchScope,
-};
+use arbor_policy::ownership::{FlagError, ModeFlags};
 use arbor_runtime::flags::{CommonArgs, parse_duration};
 
 use crate::hierarchy_config::{HierarchyConfigError, load_rules};
@@ -35,18 +33,8 @@ pub struct Args {
     #[arg(long)]
     pub webhook_key: PathBuf,
 
-    /// Whether this installation manages GitTracks: Disabled or Enabled (seeds/002).
-    #[arg(long, default_value = "Disabled")]
-    pub gittrack_mode: GitTrackMode,
-
-    /// How this installation manages ClusterGitTracks: Disabled, IncludeNamespaced or
-    /// ExcludeNamespaced (seeds/002).
-    #[arg(long, default_value = "IncludeNamespaced")]
-    pub clustergittrack_mode: ClusterGitTrackMode,
-
-    /// Restrict GitTracks to one namespace (with --gittrack-mode=Enabled); empty: all.
-    #[arg(long, default_value = "")]
-    pub namespace: NamespaceRestriction,
+    #[command(flatten)]
+    pub modes: ModeFlags,
 
     /// Domain of the namespace-tree keys (`<domain>/type`, `/parent`, `/template`) and of
     /// Arbor's annotations.
@@ -82,8 +70,12 @@ pub struct Args {
     pub drift_unreachable: UnreachableAnswer,
 
     /// The management label, `key=value` (a bare key means `=enabled`).
-    #[arg(long, default_value = "arbor.dev/managed=enabled")]
-    pub management_label: String,
+    #[arg(
+        long,
+        env = "ARBOR_MANAGEMENT_LABEL",
+        default_value = "arbor.dev/managed=enabled"
+    )]
+    pub management_label: ManagementLabel,
 
     /// How long an answer of arbor-gitsync is reused.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
@@ -101,8 +93,6 @@ pub enum ArgsError {
     Modes(#[from] FlagError),
     #[error("--domain: {0}")]
     Domain(InvalidDomain),
-    #[error("--management-label: {0}")]
-    ManagementLabel(InvalidDomain),
     #[error(transparent)]
     HierarchyConfig(#[from] HierarchyConfigError),
     #[error("--prevent-drift true needs --gitsync-addr to ask arbor-gitsync for declared state")]
@@ -116,14 +106,9 @@ pub enum ArgsError {
 impl Args {
     /// The decision settings these flags describe.
     pub fn settings(&self) -> Result<PolicySettings, ArgsError> {
-        let scope = WatchScope::from_flags(
-            self.gittrack_mode,
-            self.clustergittrack_mode,
-            self.namespace.clone(),
-        )?;
+        let scope = self.modes.scope()?;
         let keys = Keys::for_domain(&self.domain).map_err(ArgsError::Domain)?;
-        let label =
-            ManagementLabel::parse(&self.management_label).map_err(ArgsError::ManagementLabel)?;
+        let label = self.management_label.clone();
         let rules = load_rules(self.hierarchy_config.as_deref(), &keys)?;
         let mut settings = PolicySettings::new(scope, keys).with_rules(rules);
         settings.allow_cascading_deletion = self.allow_cascading_deletion;
@@ -153,6 +138,7 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arbor_policy::ownership::ClusterGitTrackMode;
     use clap::Parser;
 
     const REQUIRED: [&str; 5] = [
@@ -218,5 +204,34 @@ mod tests {
         let error = parse(&["--prevent-drift", "true"]).settings().unwrap_err();
         assert!(error.to_string().contains("--gitsync-addr"), "{error}");
         assert!(Args::try_parse_from(REQUIRED.iter().chain(&["--gittrack-mode", "on"])).is_err());
+    }
+
+    #[test]
+    fn a_management_label_without_a_prefix_is_refused_naming_the_flag() {
+        let error = Args::try_parse_from(REQUIRED.iter().chain(&["--management-label", "managed"]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("--management-label"), "{error}");
+        assert!(error.contains("prefixed key"), "{error}");
+    }
+
+    #[test]
+    fn mode_and_label_flags_read_the_environment_variables_gitsync_reads() {
+        let command = <Args as clap::CommandFactory>::command();
+        let env_of = |id: &str| {
+            command
+                .get_arguments()
+                .find(|argument| argument.get_id() == id)
+                .and_then(|argument| argument.get_env())
+                .map(|name| name.to_string_lossy().into_owned())
+        };
+        for (id, env) in [
+            ("gittrack_mode", "ARBOR_GITTRACK_MODE"),
+            ("clustergittrack_mode", "ARBOR_CLUSTERGITTRACK_MODE"),
+            ("namespace", "ARBOR_NAMESPACE"),
+            ("management_label", "ARBOR_MANAGEMENT_LABEL"),
+        ] {
+            assert_eq!(env_of(id).as_deref(), Some(env), "--{id}");
+        }
     }
 }

@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use arbor_api::SubNamespace;
 use arbor_kube_emu::KubeEmu;
 use arbor_policy::keys::Keys;
+use arbor_testkit::{Cluster, Patience, eventually};
 use arbor_webhook::tree::{ClusterTree, TreeSource};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -16,6 +17,9 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(30);
+/// Retries of a create wait for the CRD to be served; the tree is polled more often.
+const CREATE_PATIENCE: Patience = Patience::new(WAIT, Duration::from_millis(50));
+const TREE_PATIENCE: Patience = Patience::new(WAIT, Duration::from_millis(20));
 
 async fn create_namespace(
     client: &kube::Client,
@@ -33,8 +37,8 @@ async fn create_namespace(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tree_syncs_includes_pending_sub_namespaces_and_follows_changes() -> Result<()> {
-    let emu = KubeEmu::start().await?;
-    let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
+    let cluster = Cluster::on(KubeEmu::start().await?).await?;
+    let client = cluster.client.clone();
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &SubNamespace::crd())
         .await?;
@@ -45,14 +49,13 @@ async fn the_tree_syncs_includes_pending_sub_namespaces_and_follows_changes() ->
         "metadata": {"name": "team-qa", "namespace": "team"}, "spec": {},
     }))?;
     let subs: Api<SubNamespace> = Api::namespaced(client.clone(), "team");
-    let deadline = tokio::time::Instant::now() + WAIT;
     // The CRD is served shortly after it is created.
-    while let Err(error) = subs.create(&PostParams::default(), &sub).await {
-        if tokio::time::Instant::now() > deadline {
-            bail!("SubNamespace never accepted: {error}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        "SubNamespace team-qa to be accepted",
+        CREATE_PATIENCE,
+        || async { anyhow::Ok(subs.create(&PostParams::default(), &sub).await.ok()) },
+    )
+    .await?;
 
     let stop = CancellationToken::new();
     let (tree, synced) = ClusterTree::start(client.clone(), Keys::default(), stop.clone());
@@ -67,15 +70,12 @@ async fn the_tree_syncs_includes_pending_sub_namespaces_and_follows_changes() ->
     assert_eq!(sub_namespaces, ["team-dev", "team-qa"]);
 
     create_namespace(&client, "late", json!({})).await?;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !tree.tree().contains("late") {
-        if tokio::time::Instant::now() > deadline {
-            bail!("the tree never saw namespace late");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("the tree to see namespace late", TREE_PATIENCE, || async {
+        anyhow::Ok(tree.tree().contains("late").then_some(()))
+    })
+    .await?;
     stop.cancel();
-    emu.shutdown().await;
+    cluster.shutdown().await;
     Ok(())
 }
 
@@ -84,8 +84,8 @@ async fn the_tree_syncs_includes_pending_sub_namespaces_and_follows_changes() ->
 /// does not stop the webhook's SubNamespace watch; the tree still syncs and follows the others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sub_namespace_that_does_not_decode_never_stops_the_tree() -> Result<()> {
-    let emu = KubeEmu::start().await?;
-    let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
+    let cluster = Cluster::on(KubeEmu::start().await?).await?;
+    let client = cluster.client.clone();
     let crd = SubNamespace::crd();
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &crd)
@@ -93,7 +93,6 @@ async fn a_sub_namespace_that_does_not_decode_never_stops_the_tree() -> Result<(
     arbor_testkit::cluster::loosen_crd_schema(&client, crd.metadata.name.as_deref().unwrap_or(""))
         .await?;
     create_namespace(&client, "team", json!({"arbor.dev/type": "root"})).await?;
-    let deadline = tokio::time::Instant::now() + WAIT;
     for (name, spec) in [
         ("team-bad", json!({"labels": "not a map"})),
         ("team-qa", json!({})),
@@ -103,12 +102,15 @@ async fn a_sub_namespace_that_does_not_decode_never_stops_the_tree() -> Result<(
             "metadata": {"name": name, "namespace": "team"}, "spec": spec,
         });
         // The CRD is served shortly after it is created.
-        while let Err(error) = arbor_testkit::cluster::apply(&client, &object, None).await {
-            if tokio::time::Instant::now() > deadline {
-                bail!("SubNamespace {name} never accepted: {error}");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let what = format!("SubNamespace {name} to be accepted");
+        eventually(&what, CREATE_PATIENCE, || async {
+            anyhow::Ok(
+                arbor_testkit::cluster::apply(&client, &object, None)
+                    .await
+                    .ok(),
+            )
+        })
+        .await?;
     }
     let typed: Api<SubNamespace> = Api::namespaced(client.clone(), "team");
     assert!(
@@ -124,14 +126,13 @@ async fn a_sub_namespace_that_does_not_decode_never_stops_the_tree() -> Result<(
         "the good SubNamespace is pending in the tree"
     );
     create_namespace(&client, "late", json!({})).await?;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !tree.tree().contains("late") {
-        if tokio::time::Instant::now() > deadline {
-            bail!("the tree stopped following changes");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        "the tree to keep following changes",
+        TREE_PATIENCE,
+        || async { anyhow::Ok(tree.tree().contains("late").then_some(())) },
+    )
+    .await?;
     stop.cancel();
-    emu.shutdown().await;
+    cluster.shutdown().await;
     Ok(())
 }

@@ -197,7 +197,7 @@ pub async fn wait_until_converged(
                 .map(|want| want.name.as_str())
                 .collect();
             if waiting.is_empty() {
-                return Ok(Some(()));
+                return anyhow::Ok(Some(()));
             }
             if let Ok(mut ticker) = ticker.lock() {
                 ticker.tick(&waiting.join(", "));
@@ -217,12 +217,14 @@ pub async fn wait_until_converged(
             || {
                 let secrets = secrets.clone();
                 async move {
-                    Ok(secrets
-                        .get_opt(PROPAGATED_SECRET)
-                        .await
-                        .ok()
-                        .flatten()
-                        .map(drop))
+                    anyhow::Ok(
+                        secrets
+                            .get_opt(PROPAGATED_SECRET)
+                            .await
+                            .ok()
+                            .flatten()
+                            .map(drop),
+                    )
                 }
             },
         )
@@ -237,7 +239,7 @@ pub async fn wait_until_converged(
             let state = application
                 .and_then(|application| application.status)
                 .map(|status| status.state);
-            Ok((state == Some(ApplicationState::Running)).then_some(()))
+            anyhow::Ok((state == Some(ApplicationState::Running)).then_some(()))
         }
     })
     .await?;

@@ -1,15 +1,14 @@
 //! Why applying one object failed. Each error names the object and has a stable code, so the
 //! source's status can report it beside the parse errors (`docs/error-codes.md`).
 
+use arbor_policy::code::ErrorCode;
 use arbor_policy::object::GroupVersionKind;
 use arbor_runtime::api_error::Rendered;
 
-/// Code: the cluster does not serve a declared kind.
-pub const KIND_NOT_SERVED: &str = "ARB3003";
-/// Code: a write (apply or delete) was refused or failed.
-pub const WRITE_FAILED: &str = "ARB3004";
-/// Code: discovery itself failed (not "kind not served").
-pub const DISCOVERY_FAILED: &str = "ARB3008";
+// The codes of applying, named here for their call sites; [`ErrorCode`] holds them.
+pub const KIND_NOT_SERVED: &str = ErrorCode::KindNotServed.as_str();
+pub const WRITE_FAILED: &str = ErrorCode::WriteFailed.as_str();
+pub const DISCOVERY_FAILED: &str = ErrorCode::DiscoveryFailed.as_str();
 
 /// A failure to apply, delete or read one object.
 #[derive(Debug, thiserror::Error)]

@@ -7,95 +7,60 @@
 use std::future::Future;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use arbor_api::keys::SourceRef;
 use arbor_api::source::GitSourceStatus;
 use arbor_api::{ClusterGitTrack, GitTrack};
 use arbor_gitsync::run::{Args, Running};
-use arbor_kube_emu::KubeEmu;
 use arbor_runtime::Component;
-use arbor_testkit::GitRepo;
+use arbor_testkit::{GitRepo, Patience};
 use clap::Parser;
 use kube::Api;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
-use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
 /// Bound on every wait in these tests.
-pub const PATIENCE: Duration = Duration::from_secs(60);
+pub const PATIENCE: Patience = Patience::new(Duration::from_secs(60), Duration::from_millis(25));
 
-/// Polls `probe` until it returns `Some`, for at most [`PATIENCE`].
-pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> anyhow::Result<T>
+/// [`arbor_testkit::eventually`] with these tests' patience and error type.
+pub async fn eventually<T, F, Fut>(what: &str, probe: F) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = anyhow::Result<Option<T>>>,
 {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        if let Some(value) = probe().await? {
-            return Ok(value);
-        }
-        if tokio::time::Instant::now() > deadline {
-            bail!("timed out waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    arbor_testkit::eventually(what, PATIENCE, probe).await
 }
 
-/// An emulated cluster with Arbor's CRDs.
-pub struct Cluster {
-    pub emu: KubeEmu,
-    pub client: kube::Client,
+/// The emulated cluster of [`arbor_testkit::Cluster`], serving Arbor's CRDs, with what these
+/// tests do on it.
+pub struct Cluster(arbor_testkit::Cluster);
+
+impl std::ops::Deref for Cluster {
+    type Target = arbor_testkit::Cluster;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl Cluster {
     pub async fn start() -> anyhow::Result<Self> {
-        Self::start_with(KubeEmu::builder()).await
+        Ok(Self(arbor_testkit::Cluster::start().await?))
     }
 
     /// A cluster from `builder` (for example a short watch history, as on a busy API server).
     pub async fn start_with(builder: arbor_kube_emu::KubeEmuBuilder) -> anyhow::Result<Self> {
-        if let Ok(filter) = std::env::var("ARBOR_TEST_LOG") {
-            let _ =
-                arbor_runtime::telemetry::init(&filter, arbor_runtime::telemetry::LogFormat::Text);
-        }
-        let emu = builder.start().await?;
-        let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
-        arbor_testkit::cluster::install_crds(&client, PATIENCE).await?;
-        let cluster = Self { emu, client };
-        Ok(cluster)
+        Ok(Self(arbor_testkit::Cluster::start_with(builder).await?))
     }
 
     pub async fn namespace(&self, name: &str) -> anyhow::Result<()> {
-        Ok(arbor_testkit::cluster::ensure_namespace(&self.client, name).await?)
+        Ok(self.0.namespace(name).await?)
     }
 
     /// Starts an instance with `flags` beside the test defaults (no leader election, loopback
     /// ports, a private cache directory).
     pub async fn instance(&self, flags: &[&str]) -> anyhow::Result<Instance> {
         start_instance(self.client.clone(), false, flags).await
-    }
-
-    /// Any object, through discovery-free dynamic access.
-    pub fn api(
-        &self,
-        api_version: &str,
-        kind: &str,
-        plural: &str,
-        namespace: Option<&str>,
-    ) -> Api<DynamicObject> {
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let resource = ApiResource {
-            group: group.into(),
-            version: version.into(),
-            api_version: api_version.into(),
-            kind: kind.into(),
-            plural: plural.into(),
-        };
-        match namespace {
-            Some(namespace) => Api::namespaced_with(self.client.clone(), namespace, &resource),
-            None => Api::all_with(self.client.clone(), &resource),
-        }
     }
 
     pub fn configmaps(&self, namespace: &str) -> Api<DynamicObject> {

@@ -16,9 +16,9 @@ use arbor_policy::keys::Keys;
 use arbor_policy::propagation::{PropagationConfig, WatchedKind};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::{Api, Client};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -77,9 +77,10 @@ enum Metadata {
     Annotation,
 }
 
+/// The emulated cluster of [`arbor_testkit::Cluster`] (reached through `Deref`: `emu`, `client`),
+/// with the SubNamespace CRD of one key domain and the controller.
 pub struct Cluster {
-    pub emu: KubeEmu,
-    pub client: Client,
+    kube: arbor_testkit::Cluster,
     pub keys: Keys,
     pub domain: String,
     /// Where SubNamespaces are served under the test's domain.
@@ -87,6 +88,14 @@ pub struct Cluster {
     /// The running controller's metrics.
     pub metrics: Metrics,
     controller: Option<Running>,
+}
+
+impl std::ops::Deref for Cluster {
+    type Target = arbor_testkit::Cluster;
+
+    fn deref(&self) -> &Self::Target {
+        &self.kube
+    }
 }
 
 impl Cluster {
@@ -98,17 +107,13 @@ impl Cluster {
     }
 
     pub async fn without_controller(domain: &str) -> Result<Self> {
-        if let Ok(filter) = std::env::var("ARBOR_TEST_LOG") {
-            // Several tests share the process; only the first one installs the subscriber.
-            let _ =
-                arbor_runtime::telemetry::init(&filter, arbor_runtime::telemetry::LogFormat::Text);
-        }
         Self::on(KubeEmu::start().await?, domain).await
     }
 
     /// Like [`Cluster::without_controller`], on an emulator the test configured.
     pub async fn on(emu: KubeEmu, domain: &str) -> Result<Self> {
-        let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
+        let kube = arbor_testkit::Cluster::on(emu).await?;
+        let client = kube.client.clone();
         let sub_api = SubNamespaceApi::for_domain(domain);
         Api::<CustomResourceDefinition>::all(client.clone())
             .create(&PostParams::default(), &sub_api.crd())
@@ -119,8 +124,7 @@ impl Cluster {
         })
         .await?;
         Ok(Self {
-            emu,
-            client,
+            kube,
             keys: Keys::for_domain(domain)?,
             domain: domain.to_owned(),
             sub_api,
@@ -235,7 +239,7 @@ impl Cluster {
 
     pub async fn shutdown(mut self) {
         self.stop_controller().await;
-        self.emu.shutdown().await;
+        self.kube.shutdown().await;
     }
 
     // --- namespaces -------------------------------------------------------------------
@@ -573,20 +577,17 @@ pub fn base64(text: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(text)
 }
 
-/// Polls `check` until it is true; fails after [`WAIT`], naming what was awaited.
+/// Waits with [`arbor_testkit::eventually`] until `check` is true; fails after [`WAIT`],
+/// naming what was awaited.
 pub async fn wait_for<F, Fut>(what: &str, mut check: F) -> Result<()>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<bool>>,
 {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if check().await? {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() >= deadline {
-            bail!("timed out after {WAIT:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let patience = arbor_testkit::Patience::new(WAIT, Duration::from_millis(20));
+    arbor_testkit::eventually(what, patience, || {
+        let done = check();
+        async move { Ok(done.await?.then_some(())) }
+    })
+    .await
 }

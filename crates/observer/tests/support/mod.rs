@@ -6,68 +6,47 @@
 use std::future::Future;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use arbor_api::Application;
-use arbor_kube_emu::KubeEmu;
 use arbor_observer::{Config, ObserverArgs, Running};
 use arbor_runtime::Component;
+use arbor_testkit::Patience;
 use clap::Parser;
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
-use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
 /// Bound on every wait in these tests.
-pub const PATIENCE: Duration = Duration::from_secs(30);
+pub const PATIENCE: Patience = Patience::new(Duration::from_secs(30), Duration::from_millis(20));
 
-/// Polls `probe` until it returns `Some`, for at most [`PATIENCE`].
-pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> anyhow::Result<T>
+/// [`arbor_testkit::eventually`] with these tests' patience and error type.
+pub async fn eventually<T, F, Fut>(what: &str, probe: F) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = anyhow::Result<Option<T>>>,
 {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        if let Some(value) = probe().await? {
-            return Ok(value);
-        }
-        if tokio::time::Instant::now() > deadline {
-            bail!("timed out waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    arbor_testkit::eventually(what, PATIENCE, probe).await
 }
 
-/// An emulated cluster with Arbor's CRDs and a namespace `team`.
-pub struct Cluster {
-    pub emu: KubeEmu,
-    pub client: kube::Client,
+/// The emulated cluster of [`arbor_testkit::Cluster`], serving Arbor's CRDs, with a namespace
+/// `team` and what these tests do on it.
+pub struct Cluster(arbor_testkit::Cluster);
+
+impl std::ops::Deref for Cluster {
+    type Target = arbor_testkit::Cluster;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 pub const NAMESPACE: &str = "team";
 
 impl Cluster {
     pub async fn start() -> anyhow::Result<Self> {
-        if let Ok(filter) = std::env::var("ARBOR_TEST_LOG") {
-            // Several tests in one binary: only the first installs the subscriber.
-            let _ =
-                arbor_runtime::telemetry::init(&filter, arbor_runtime::telemetry::LogFormat::Text);
-        }
-        let emu = KubeEmu::start().await?;
-        let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in arbor_api::crds::all() {
-            crds.create(&PostParams::default(), &crd).await?;
-        }
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        let namespace: Namespace =
-            serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
-        namespaces
-            .create(&PostParams::default(), &namespace)
-            .await?;
-        Ok(Self { emu, client })
+        let cluster = arbor_testkit::Cluster::start().await?;
+        cluster.namespace(NAMESPACE).await?;
+        Ok(Self(cluster))
     }
 
     /// Starts the observer with `extra` flags; admin and gRPC on free loopback ports.
@@ -90,10 +69,15 @@ impl Cluster {
         Ok(arbor_observer::start(component, config).await?)
     }
 
+    /// Stops the emulator.
+    pub async fn shutdown(self) {
+        self.0.shutdown().await;
+    }
+
     /// Stops `observer`, then the emulator.
     pub async fn finish(self, observer: Running) -> anyhow::Result<()> {
         observer.stop().await?;
-        self.emu.shutdown().await;
+        self.0.shutdown().await;
         Ok(())
     }
 
@@ -102,15 +86,7 @@ impl Cluster {
     }
 
     pub fn objects(&self, api_version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let resource = ApiResource {
-            group: group.into(),
-            version: version.into(),
-            api_version: api_version.into(),
-            kind: kind.into(),
-            plural: plural.into(),
-        };
-        Api::namespaced_with(self.client.clone(), NAMESPACE, &resource)
+        self.api(api_version, kind, plural, Some(NAMESPACE))
     }
 
     pub fn deployments(&self) -> Api<DynamicObject> {

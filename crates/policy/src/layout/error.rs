@@ -4,8 +4,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::code::ErrorCode;
 use super::input::Location;
+use crate::code::ErrorCode;
 
 /// One problem found in a source tree. A tree with any of them declares nothing.
 #[derive(

@@ -6,12 +6,12 @@
 
 use std::collections::BTreeMap;
 
-use super::code::ErrorCode;
 use super::declared::{DeclaredObject, DeclaredState, Layout};
 use super::error::{SourceError, sorted};
 use super::input::{SourceFile, identify};
 use super::synced::DeclaredKind;
 use super::unique::insert_unique;
+use crate::code::ErrorCode;
 use crate::object::{GroupKind, ObjectKey};
 
 /// Validates a flat tree. Any error means no declared state at all.

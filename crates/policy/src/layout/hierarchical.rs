@@ -20,7 +20,6 @@ mod tree;
 
 use std::collections::BTreeMap;
 
-use super::code::ErrorCode;
 use super::declared::{DeclaredObject, DeclaredState, Layout};
 use super::error::{SourceError, sorted};
 use super::flat::empty_source;
@@ -29,6 +28,7 @@ use super::scope::{CRD_GROUP, CRD_KIND, Scope, ScopeTable, crd_declaration};
 use super::selector::selector_reference;
 use super::synced::{ConfigKind, DeclaredKind, declared_kinds};
 use super::unique::insert_unique;
+use crate::code::ErrorCode;
 use crate::object::{GroupKind, ObjectKey};
 
 use tree::{NAMESPACES, Tree};

@@ -4,9 +4,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::code::ErrorCode;
 use super::error::SourceError;
 use super::names;
+use crate::code::ErrorCode;
 use crate::object::{self, GroupVersionKind};
 
 /// One file of the tree, parsed into its documents (empty documents already dropped).

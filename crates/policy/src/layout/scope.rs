@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::code::ErrorCode;
 use super::error::SourceError;
 use super::input::Identified;
+use crate::code::ErrorCode;
 use crate::object::{GroupKind, str_at};
 
 /// A kind's scope.

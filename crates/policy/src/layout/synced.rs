@@ -13,9 +13,9 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::code::ErrorCode;
 use super::error::SourceError;
 use super::input::Identified;
+use crate::code::ErrorCode;
 use crate::object::GroupKind;
 
 /// How objects of a kind declared in an abstract namespace reach the namespaces below it.

@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 
-use super::code::ErrorCode;
 use super::error::SourceError;
 use super::input::Identified;
+use crate::code::ErrorCode;
 
 /// Records `object` under `key`, or reports it as a duplicate of the object already there.
 pub(crate) fn insert_unique<'o, 'a, K: Ord>(

@@ -3,7 +3,9 @@
 //!
 //! Values are accepted in any case (`enabled`, `Enabled`, `ENABLED`); an invalid value is refused
 //! with the flag's name and the list of valid values. How the flags combine, and which
-//! combinations are refused, is [`super::watch::WatchScope::from_flags`].
+//! combinations are refused, is [`super::watch::WatchScope::from_flags`]. [`ModeFlags`] is the
+//! three flags as every binary that has them takes them (gitsync and the webhook), each with
+//! its environment variable, so both read the same values the same way.
 
 use std::fmt;
 use std::str::FromStr;
@@ -37,6 +39,40 @@ pub enum NamespaceRestriction {
     #[default]
     AllNamespaces,
     Only(String),
+}
+
+/// `--gittrack-mode`, `--clustergittrack-mode` and `--namespace`, to flatten into a binary's
+/// flags.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct ModeFlags {
+    /// Whether this instance manages GitTracks: Disabled or Enabled (seeds/002).
+    #[arg(long, env = "ARBOR_GITTRACK_MODE", default_value = "Disabled")]
+    pub gittrack_mode: GitTrackMode,
+
+    /// How this instance manages ClusterGitTracks: Disabled, IncludeNamespaced or
+    /// ExcludeNamespaced (seeds/002).
+    #[arg(
+        long,
+        env = "ARBOR_CLUSTERGITTRACK_MODE",
+        default_value = "IncludeNamespaced"
+    )]
+    pub clustergittrack_mode: ClusterGitTrackMode,
+
+    /// Restrict the instance to the GitTracks and GitTrackObjects of one namespace ("" for all;
+    /// for use with --gittrack-mode=Enabled).
+    #[arg(long, env = "ARBOR_NAMESPACE", default_value = "")]
+    pub namespace: NamespaceRestriction,
+}
+
+impl ModeFlags {
+    /// What the flags together make this instance watch, or why they cannot be combined.
+    pub fn scope(&self) -> Result<super::watch::WatchScope, FlagError> {
+        super::watch::WatchScope::from_flags(
+            self.gittrack_mode,
+            self.clustergittrack_mode,
+            self.namespace.clone(),
+        )
+    }
 }
 
 /// A flag value or combination of flags that this instance cannot run with.

@@ -194,19 +194,6 @@ impl WatchScope {
         })
     }
 
-    /// Parses and combines the flags' string values.
-    pub fn parse_flags(
-        gittrack_mode: &str,
-        cluster_gittrack_mode: &str,
-        namespace: &str,
-    ) -> Result<Self, FlagError> {
-        Self::from_flags(
-            gittrack_mode.parse()?,
-            cluster_gittrack_mode.parse()?,
-            namespace.parse()?,
-        )
-    }
-
     pub fn watches(&self) -> &WatchSet {
         &self.watches
     }

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::tree::Tree;
 use super::{Rules, error};
-use crate::layout::code::ErrorCode;
+use crate::code::ErrorCode;
 use crate::layout::declared::{DeclaredObject, DeclaredState};
 use crate::layout::error::SourceError;
 use crate::layout::input::Identified;

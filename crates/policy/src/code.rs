@@ -1,9 +1,11 @@
-//! The stable error codes of source parsing and layout validation.
+//! Every stable error code Arbor reports, in one enum.
 //!
 //! Codes never change meaning and are never reused: tooling and people match on them. `ARB1xxx`
 //! are errors of the files themselves (syntax, identity, names, subPath), valid in every layout;
-//! `ARB2xxx` are rules of the hierarchical layout. `docs/error-codes.md` documents each one, and a
-//! fixture repository under `tests/fixtures/repos/bad/` produces exactly it.
+//! `ARB2xxx` are rules of the hierarchical layout, and a fixture repository under
+//! `tests/fixtures/repos/bad/` produces each of these two families exactly. `ARB3xxx` are the
+//! running controller's: the cluster, the repository server or the source's spec, not the tree.
+//! `docs/error-codes.md` documents each one (a test here holds it to that).
 
 use std::fmt;
 
@@ -22,7 +24,7 @@ macro_rules! error_codes {
             pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)*];
 
             /// The code as written in reports, such as `ARB1001`.
-            pub fn as_str(self) -> &'static str {
+            pub const fn as_str(self) -> &'static str {
                 match self { $(ErrorCode::$variant => $code,)* }
             }
 
@@ -65,6 +67,18 @@ error_codes! {
     InvalidSync = "ARB2016", "a Sync is malformed";
     ConflictingSync = "ARB2017", "one kind is declared by more than one Sync entry";
     InvalidCustomResourceDefinition = "ARB2018", "a CustomResourceDefinition does not say its group, kind and scope";
+    FetchFailed = "ARB3001", "fetching the repository failed";
+    SecretInvalid = "ARB3002", "the credentials Secret is missing or lacks a key";
+    KindNotServed = "ARB3003", "the cluster does not serve a declared kind";
+    WriteFailed = "ARB3004", "a write (apply or delete) was refused or failed";
+    MassPruneBlocked = "ARB3005", "a round would prune too much and waits for the allow annotation";
+    UnmanagedObject = "ARB3006", "a declared object exists on the cluster without the management label";
+    InvalidSpec = "ARB3007", "the source's spec is invalid";
+    DiscoveryFailed = "ARB3008", "discovery itself failed (not \"kind not served\")";
+    CheckoutFailed = "ARB3009", "the checkout or the local tree could not be read";
+    RoundPanicked = "ARB3015", "a round panicked; caught and reported for its source alone";
+    ManagementConflict = "ARB3020", "another source manages an object this source declares";
+    DeletionBlocked = "ARB3021", "deleting the source (deletionPolicy: Delete) waits for the allow annotation";
 }
 
 impl fmt::Display for ErrorCode {
@@ -86,5 +100,24 @@ mod tests {
             assert!(code.as_str().starts_with("ARB") && code.as_str().len() == 7);
         }
         assert_eq!(ErrorCode::parse("ARB9999"), None);
+    }
+
+    #[test]
+    fn codes_are_in_numeric_order_and_each_is_documented() {
+        let docs = include_str!("../../../docs/error-codes.md");
+        for pair in ErrorCode::ALL.windows(2) {
+            assert!(
+                pair[0].as_str() < pair[1].as_str(),
+                "{} before {}",
+                pair[0],
+                pair[1]
+            );
+        }
+        for code in ErrorCode::ALL {
+            assert!(
+                docs.contains(&format!("\n## {code}\n")),
+                "docs/error-codes.md has no section for {code}"
+            );
+        }
     }
 }
