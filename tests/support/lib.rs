@@ -174,3 +174,18 @@ pub mod rbac_env;
 pub mod source;
 pub mod system;
 pub mod webhook_env;
+
+/// The one bounded poll of the workspace ([`arbor_testkit::eventually`]) with the harness's
+/// error type fixed, so that a test's check can use `?` on the harness's calls and answer
+/// `Ok(..)` without naming the type.
+pub async fn eventually<T, F, Fut>(
+    what: &str,
+    patience: impl Into<arbor_testkit::Patience>,
+    check: F,
+) -> Result<T, arbor_testkit::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>, arbor_testkit::Error>>,
+{
+    arbor_testkit::eventually(what, patience, check).await
+}

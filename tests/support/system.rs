@@ -7,11 +7,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::eventually;
 use anyhow::Context;
 use arbor_proto::v1::sync_service_client::SyncServiceClient;
 use arbor_proto::v1::{SourceKind, SourceRef, TriggerSyncRequest};
 use arbor_runtime::grpc::{TlsMaterial, connect};
-use arbor_testkit::cluster::eventually;
 use arbor_testkit::{System, SystemConfig};
 use tempfile::TempDir;
 use tonic::transport::Channel;

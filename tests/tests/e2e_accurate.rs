@@ -8,9 +8,10 @@
 use arbor_e2e::source::{Need, skip};
 use std::collections::BTreeMap;
 
+use arbor_e2e::eventually;
 use arbor_e2e::fixture;
 use arbor_e2e::system::{WAIT, start_in_domain};
-use arbor_testkit::cluster::{apply_yaml, eventually};
+use arbor_testkit::cluster::apply_yaml;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Patch, PatchParams};

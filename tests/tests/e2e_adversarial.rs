@@ -10,9 +10,10 @@
 
 use anyhow::Context;
 use arbor_api::{GitTrack, GitTrackObject};
+use arbor_e2e::eventually;
 use arbor_e2e::system::{TestSystem, WAIT, namespaced_source, start, sync_to};
 use arbor_testkit::GitRepo;
-use arbor_testkit::cluster::{apply, ensure_namespace, eventually};
+use arbor_testkit::cluster::{apply, ensure_namespace};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use serde_json::json;

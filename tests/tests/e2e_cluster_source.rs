@@ -7,9 +7,10 @@
 
 use std::net::Ipv4Addr;
 
+use arbor_e2e::eventually;
 use arbor_e2e::source::crd_dir;
 use arbor_e2e::system::{WAIT, bin_dir, example};
-use arbor_testkit::cluster::{apply, apply_yaml, client_for, ensure_namespace, eventually};
+use arbor_testkit::cluster::{apply, apply_yaml, client_for, ensure_namespace};
 use arbor_testkit::source::{ClusterSource, ExistingCluster};
 use arbor_testkit::system::WEBHOOK_CONFIGURATION;
 use arbor_testkit::{ProcessSpec, System, SystemConfig};

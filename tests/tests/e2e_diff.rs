@@ -7,9 +7,10 @@
 //! hand-made ConfigMaps without the management label stand for rows 3 and 6.
 
 use arbor_e2e::Run;
+use arbor_e2e::eventually;
 use arbor_e2e::system::{TestSystem, WAIT, namespaced_source, start, sync_to};
 use arbor_testkit::GitRepo;
-use arbor_testkit::cluster::{apply, ensure_namespace, eventually};
+use arbor_testkit::cluster::{apply, ensure_namespace};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use serde::Deserialize;

@@ -15,8 +15,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
+use arbor_e2e::eventually;
 use arbor_e2e::system::{TestSystem, WAIT, namespaced_source, sync_to};
-use arbor_testkit::cluster::{apply, ensure_namespace, eventually};
+use arbor_testkit::cluster::{apply, ensure_namespace};
 use arbor_testkit::{GitRepo, Process, System, SystemConfig};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;

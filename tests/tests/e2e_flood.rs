@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
+use arbor_e2e::eventually;
 use arbor_e2e::system::{TestSystem, WAIT, client_tls, start};
 use arbor_proto::v1::hierarchy_service_client::HierarchyServiceClient;
 use arbor_proto::v1::observer_service_client::ObserverServiceClient;
@@ -23,7 +24,6 @@ use arbor_proto::v1::{
     CheckOwnershipRequest, GetStatusRequest, GetTreeRequest, ListApplicationsRequest,
 };
 use arbor_runtime::grpc::connect;
-use arbor_testkit::cluster::eventually;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

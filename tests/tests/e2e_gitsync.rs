@@ -1,8 +1,9 @@
 //! seeds/000's examples through a running arbor-gitsync: a ClusterGitTrack follows the
 //! foo-corp example over smart HTTP, and the repository changes commit by commit.
 
+use arbor_e2e::eventually;
 use arbor_e2e::system::{ServedRepo, WAIT, cluster_source, example, start, sync_to};
-use arbor_testkit::cluster::{apply, eventually};
+use arbor_testkit::cluster::apply;
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use kube::Api;
 use kube::api::{Patch, PatchParams};

@@ -1,8 +1,9 @@
 //! seeds/001's propagation through a running arbor-hierarchy: the example tree, a Secret of
 //! the template annotated propagate=update copied down, and its copies deleted with it.
 
+use arbor_e2e::eventually;
 use arbor_e2e::system::{WAIT, example, start};
-use arbor_testkit::cluster::{apply_yaml, eventually};
+use arbor_testkit::cluster::apply_yaml;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};

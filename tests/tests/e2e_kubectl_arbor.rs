@@ -8,9 +8,9 @@ use arbor_e2e::source::{Need, skip};
 use std::path::Path;
 use std::process::Output;
 
+use arbor_e2e::eventually;
 use arbor_e2e::system::{WAIT, start_in_domain};
 use arbor_e2e::{binary, fixture};
-use arbor_testkit::cluster::eventually;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, Client};
 

@@ -15,9 +15,9 @@
 
 use std::time::Duration;
 
+use arbor_e2e::eventually;
 use arbor_e2e::source::{Need, skip};
 use arbor_e2e::system::{WAIT, start_electing};
-use arbor_testkit::cluster::eventually;
 use arbor_testkit::system::SYSTEM_NAMESPACE;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;

@@ -2,8 +2,9 @@
 //! observed field is edited by someone else, and the observer puts it back.
 
 use arbor_api::{Application, ApplicationState};
+use arbor_e2e::eventually;
 use arbor_e2e::system::{WAIT, example, start};
-use arbor_testkit::cluster::{apply_yaml, ensure_namespace, eventually};
+use arbor_testkit::cluster::{apply_yaml, ensure_namespace};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use kube::api::{Patch, PatchParams};

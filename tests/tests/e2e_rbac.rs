@@ -18,9 +18,10 @@ use std::fmt::Write as _;
 
 use anyhow::Context;
 use arbor_api::{Application, ApplicationState};
+use arbor_e2e::eventually;
 use arbor_e2e::rbac_env::{COMPONENTS, RbacEnv, Request, WAIT, describe, identity};
 use arbor_testkit::GitRepo;
-use arbor_testkit::cluster::{apply, apply_yaml, ensure_namespace, eventually};
+use arbor_testkit::cluster::{apply, apply_yaml, ensure_namespace};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};

@@ -3,8 +3,9 @@
 //! duplicated.
 
 use arbor_api::GitTrackObject;
+use arbor_e2e::eventually;
 use arbor_e2e::system::{ServedRepo, WAIT, namespaced_source, start, sync_to};
-use arbor_testkit::cluster::{apply, ensure_namespace, eventually};
+use arbor_testkit::cluster::{apply, ensure_namespace};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::ListParams;

@@ -6,13 +6,14 @@
 //! those tests first wait (bounded, with server-side dry runs that change nothing) until the
 //! webhook refuses, then make the real request.
 
+use arbor_e2e::eventually;
 use arbor_e2e::source::skip;
 use arbor_e2e::webhook_env;
 use arbor_e2e::webhook_env::{GITSYNC_ACCOUNT, User, WAIT, WebhookEnv};
 use arbor_proto::v1::sync_service_client::SyncServiceClient;
 use arbor_proto::v1::{GetDeclaredRequest, ObjectRef};
 use arbor_testkit::GitRepo;
-use arbor_testkit::cluster::{ensure_namespace, eventually};
+use arbor_testkit::cluster::ensure_namespace;
 use serde_json::{Value, json};
 
 /// The words kube puts before a webhook's refusal.
