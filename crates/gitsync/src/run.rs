@@ -6,7 +6,9 @@
 //! being IncludeNamespaced; both modes Disabled) stop the process before it connects to
 //! anything, with the policy's message naming the flags and saying which to set. With leader
 //! election on, only the leader runs the controllers; a lost Lease ends the process with an
-//! error, as for every component (see `arbor_runtime::component`).
+//! error, as for every component (see `arbor_runtime::component`). With `--shards N` (N > 1)
+//! every replica runs them, each syncing the sources of the shards it holds
+//! ([`crate::controller::shard`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,6 +19,7 @@ use arbor_policy::keys::{Keys, ManagementLabel};
 use arbor_policy::ownership::{FlagError, WatchScope};
 use arbor_runtime::component::{Component, LeaseGate, LostLease, StartError};
 use arbor_runtime::flags::{CommonArgs, parse_duration};
+use arbor_runtime::shards::ShardArgs;
 use kube::runtime::events::Recorder;
 use tokio::task::JoinHandle;
 
@@ -35,6 +38,9 @@ use crate::grpc::SyncServiceImpl;
 pub struct Args {
     #[command(flatten)]
     pub common: CommonArgs,
+
+    #[command(flatten)]
+    pub sharding: ShardArgs,
 
     /// Whether this instance manages GitTracks: Disabled or Enabled.
     #[arg(long, env = "ARBOR_GITTRACK_MODE", default_value = "Disabled")]
@@ -159,6 +165,7 @@ impl Args {
             default_service_account: Some(self.default_service_account.clone())
                 .filter(|name| !name.is_empty()),
             require_service_account: self.require_service_account,
+            shards: self.sharding.shards,
         })
     }
 }
@@ -222,7 +229,7 @@ pub async fn start(
     let metrics = Arc::new(Metrics::register(component.metrics()?));
     let ready = component.readiness().gate("gitsync-controllers");
     component.serve_admin().await?;
-    let gate = component.campaign();
+    let (gate, shards) = component.campaign_shards(settings.shards, metrics.shards.clone());
     if !gate.acquired_or_drained().await? {
         return Ok(None);
     }
@@ -248,6 +255,7 @@ pub async fn start(
         registry: Arc::new(registry),
         metrics,
         recorder: Recorder::new(client, reporter),
+        shards,
     };
     let tasks = reconcile::spawn(ctx.clone(), triggers, &token);
 

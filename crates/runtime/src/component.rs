@@ -41,7 +41,7 @@ use crate::grpc::{self, GrpcError, TlsMaterial};
 use crate::lease::{LeaderElector, LeaseConfig};
 use crate::listener::{Limits, ListenerMetrics};
 use crate::metrics::MetricsRegistry;
-use crate::shards::{ShardConfig, Shards};
+use crate::shards::{ShardConfig, ShardMetrics, Shards};
 use crate::shutdown::Shutdown;
 use crate::telemetry::{self, InvalidLogFilter};
 
@@ -263,10 +263,13 @@ impl Component {
     /// more, every replica works on the shards it holds (see [`crate::shards`]) and the gate
     /// only waits for shutdown. The shard Leases are given up in shutdown's second phase, as
     /// the component's Lease is.
-    pub fn campaign_shards(&self, shards: u32) -> (LeaseGate, Shards) {
+    pub fn campaign_shards(&self, shards: u32, metrics: ShardMetrics) -> (LeaseGate, Shards) {
         let election = &self.args.leader_election;
         if shards <= 1 || !election.enabled {
-            return (self.campaign(), Shards::all(shards, &self.identity));
+            return (
+                self.campaign(),
+                Shards::all(shards, &self.identity, metrics),
+            );
         }
         let config = ShardConfig {
             prefix: election
@@ -279,8 +282,12 @@ impl Component {
             lease_duration: election.lease_duration,
             renew_interval: election.renew_interval,
         };
-        let (held, manager) =
-            crate::shards::spawn(self.client.clone(), config, self.shutdown.release_token());
+        let (held, manager) = crate::shards::spawn(
+            self.client.clone(),
+            config,
+            metrics,
+            self.shutdown.release_token(),
+        );
         self.shutdown.spawn_release(async move {
             if let Err(error) = manager.await {
                 tracing::error!(%error, "the shard Lease manager failed");

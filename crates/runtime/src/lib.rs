@@ -44,6 +44,6 @@ pub mod telemetry;
 pub mod throttle;
 
 pub use component::{Component, LeaseGate, LostLease, StartError};
-pub use shards::{ShardArgs, ShardGuard, Shards};
 pub use flags::CommonArgs;
+pub use shards::{ShardArgs, ShardGuard, ShardMetrics, Shards};
 pub use shutdown::Shutdown;

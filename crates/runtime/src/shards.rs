@@ -38,7 +38,13 @@ use arbor_policy::shards::{ShardView, plan_moves, shard_of};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::api::ListParams;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use tokio::sync::{OwnedRwLockReadGuard, RwLock, watch};
+use tokio_stream::StreamExt as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::lease::{LeaderElector, LeaseConfig, Role};
@@ -104,6 +110,38 @@ impl ShardConfig {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ShardLabels {
+    pub shard: String,
+}
+
+/// Per shard: whether this replica holds it, and how much work it admitted for it.
+#[derive(Debug, Clone, Default)]
+pub struct ShardMetrics {
+    held: Family<ShardLabels, Gauge>,
+    work: Family<ShardLabels, Counter>,
+}
+
+impl ShardMetrics {
+    /// Registers `shard_held` and `<work>` (a counter, help text `help`) in `registry`.
+    pub fn register(registry: &mut Registry, work: &str, help: &str) -> Self {
+        let metrics = Self::default();
+        registry.register(
+            "shard_held",
+            "1 for each shard this replica holds (works on), 0 for the others",
+            metrics.held.clone(),
+        );
+        registry.register(work, help, metrics.work.clone());
+        metrics
+    }
+
+    fn labels(shard: u32) -> ShardLabels {
+        ShardLabels {
+            shard: shard.to_string(),
+        }
+    }
+}
+
 /// Which shards this replica may work on now; cheap to clone (a handle).
 #[derive(Debug, Clone)]
 pub struct Shards {
@@ -122,17 +160,20 @@ struct Inner {
     in_flight: Vec<Arc<RwLock<()>>>,
     /// The shards held, republished on every change.
     held: watch::Sender<BTreeSet<u32>>,
+    metrics: ShardMetrics,
 }
 
 impl Shards {
     /// Every one of `count` shards, always: a single active replica (the component's Lease
     /// decides which), or no leader election at all.
-    pub fn all(count: u32, identity: &str) -> Self {
+    pub fn all(count: u32, identity: &str, metrics: ShardMetrics) -> Self {
         let count = count.max(1);
-        Self::new(count, identity, None, (0..count).collect())
+        let shards = Self::new(count, identity, None, metrics);
+        shards.publish();
+        shards
     }
 
-    fn new(count: u32, identity: &str, deadline: Option<Duration>, held: BTreeSet<u32>) -> Self {
+    fn new(count: u32, identity: &str, deadline: Option<Duration>, metrics: ShardMetrics) -> Self {
         Self {
             inner: Arc::new(Inner {
                 count,
@@ -140,7 +181,8 @@ impl Shards {
                 deadline,
                 renewed: Mutex::new(vec![None; count as usize]),
                 in_flight: (0..count).map(|_| Arc::new(RwLock::new(()))).collect(),
-                held: watch::channel(held).0,
+                held: watch::channel(BTreeSet::new()).0,
+                metrics,
             }),
         }
     }
@@ -178,9 +220,26 @@ impl Shards {
             .collect()
     }
 
-    /// A receiver that changes whenever a shard is gained or given up.
+    /// A receiver that changes whenever a shard is gained or given up (a missed renewal
+    /// deadline is announced within a renew interval).
     pub fn subscribe(&self) -> watch::Receiver<BTreeSet<u32>> {
         self.inner.held.subscribe()
+    }
+
+    /// Yields whenever this replica gains a shard (to look at every object again, so the new
+    /// shard's objects start at once).
+    pub fn gains(&self) -> impl tokio_stream::Stream<Item = ()> + Send + 'static {
+        let mut before = self.held();
+        self.changes().filter_map(move |held| {
+            let gained = held.difference(&before).next().is_some();
+            before = held;
+            gained.then_some(())
+        })
+    }
+
+    /// Yields the shards held after every change (gained, given up, lost).
+    pub fn changes(&self) -> impl tokio_stream::Stream<Item = BTreeSet<u32>> + Send + 'static {
+        tokio_stream::wrappers::WatchStream::from_changes(self.subscribe())
     }
 
     /// Starts work on `shard`: `None` when this replica does not hold it. A shard is handed
@@ -231,8 +290,24 @@ impl Shards {
         self.publish();
     }
 
+    /// Counts one unit of work (a round, an apply) admitted for `shard`.
+    pub fn count_work(&self, shard: u32) {
+        self.inner
+            .metrics
+            .work
+            .get_or_create(&ShardMetrics::labels(shard))
+            .inc();
+    }
+
     fn publish(&self) {
         let held = self.held();
+        for shard in 0..self.inner.count {
+            self.inner
+                .metrics
+                .held
+                .get_or_create(&ShardMetrics::labels(shard))
+                .set(i64::from(held.contains(&shard)));
+        }
         self.inner.held.send_if_modified(|current| {
             let changed = *current != held;
             *current = held;
@@ -263,6 +338,16 @@ impl ShardGuard {
     pub async fn lost(&self) {
         self.shards.lost(self.shard).await;
     }
+
+    /// Runs `work` until it ends or the shard is lost; `None` when the shard was lost first,
+    /// and then nothing more of `work` runs (its next write is never sent).
+    pub async fn while_held<F: std::future::Future>(&self, work: F) -> Option<F::Output> {
+        tokio::select! {
+            biased;
+            () = self.lost() => None,
+            output = work => Some(output),
+        }
+    }
 }
 
 /// Starts taking part in sharding; the manager runs until `release` is cancelled, then gives
@@ -270,13 +355,14 @@ impl ShardGuard {
 pub fn spawn(
     client: kube::Client,
     config: ShardConfig,
+    metrics: ShardMetrics,
     release: CancellationToken,
 ) -> (Shards, tokio::task::JoinHandle<()>) {
     let shards = Shards::new(
         config.shards.max(1),
         &config.identity,
         Some(config.renew_deadline()),
-        BTreeSet::new(),
+        metrics,
     );
     let manager = Manager::new(client, config, shards.clone());
     (shards, tokio::spawn(manager.run(release)))
@@ -320,6 +406,8 @@ impl Manager {
             if let Err(error) = self.step().await {
                 tracing::warn!(%error, "shard Lease step failed");
             }
+            // A shard whose renewal deadline passed is announced here, at the latest.
+            self.shards.publish();
             tokio::select! {
                 () = release.cancelled() => break,
                 () = tokio::time::sleep(self.config.renew_interval) => {}
@@ -493,7 +581,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_single_replica_holds_every_shard_for_good() {
-        let shards = Shards::all(3, "a");
+        let shards = Shards::all(3, "a", ShardMetrics::default());
         assert_eq!(shards.held(), BTreeSet::from([0, 1, 2]));
         assert!(!shards.holds(3));
         assert!(shards.guard(2).await.is_some());
@@ -501,7 +589,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_shard_is_not_held_past_the_renew_deadline() {
-        let shards = Shards::new(2, "a", Some(Duration::from_millis(100)), BTreeSet::new());
+        let shards = Shards::new(
+            2,
+            "a",
+            Some(Duration::from_millis(100)),
+            ShardMetrics::default(),
+        );
         assert!(shards.guard(0).await.is_none());
         shards.set(0, Some(Instant::now()));
         let guard = shards.guard(0).await.expect("held after a renewal");
@@ -515,7 +608,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_shard_in_use_cannot_be_handed_over_until_its_guard_is_dropped() {
-        let shards = Shards::new(1, "a", Some(Duration::from_secs(60)), BTreeSet::new());
+        let shards = Shards::new(
+            1,
+            "a",
+            Some(Duration::from_secs(60)),
+            ShardMetrics::default(),
+        );
         shards.set(0, Some(Instant::now()));
         let guard = shards.guard(0).await.unwrap();
         let lock = shards.inner.in_flight[0].clone();

@@ -259,7 +259,7 @@ mod shards {
     use std::collections::BTreeSet;
     use std::time::{Duration, Instant};
 
-    use arbor_runtime::shards::{ShardConfig, Shards, spawn};
+    use arbor_runtime::shards::{ShardConfig, ShardMetrics, Shards, spawn};
     use tokio::task::JoinHandle;
     use tokio_util::sync::CancellationToken;
 
@@ -286,7 +286,12 @@ mod shards {
 
     fn replica(client: &kube::Client, identity: &str) -> Replica {
         let stop = CancellationToken::new();
-        let (shards, task) = spawn(client.clone(), config(identity), stop.clone());
+        let (shards, task) = spawn(
+            client.clone(),
+            config(identity),
+            ShardMetrics::default(),
+            stop.clone(),
+        );
         Replica { shards, task, stop }
     }
 

@@ -35,6 +35,7 @@ use super::error::ControllerError;
 use super::handle::SourceHandle;
 use super::notice;
 use super::round::{self, RoundResult};
+use super::shard;
 use super::status::{self, Outcome, RoundReport};
 use super::tracking::{self, TrackingKind};
 
@@ -191,7 +192,8 @@ async fn run_sources<K: SourceKind>(
     token: CancellationToken,
 ) {
     let resource = api_resource::<K>();
-    let controller = Controller::new_with(api, watcher::Config::default(), resource.clone());
+    let controller = Controller::new_with(api, watcher::Config::default(), resource.clone())
+        .reconcile_all_on(ctx.shards.gains());
     // Requests (TriggerSync, ReportDrift, a tracking object deleted by hand) run the same
     // reconcile on the controller's cached object; the per-source round lock keeps them from
     // overlapping with the controller's own rounds.
@@ -231,9 +233,25 @@ async fn run_sources<K: SourceKind>(
     requested.abort();
 }
 
+/// Admits the source when this replica holds its shard ([`shard`]), and reconciles it while
+/// the shard stays held.
 async fn reconcile_source<K: SourceKind>(
     object: Arc<DynamicObject>,
     ctx: Arc<Context>,
+) -> Result<Action, ControllerError> {
+    let Some(admitted) = shard::admit(&ctx, &object).await else {
+        return Ok(Action::await_change());
+    };
+    admitted
+        .while_held(reconcile_admitted::<K>(object, ctx.clone(), &admitted))
+        .await
+        .unwrap_or(Ok(Action::await_change()))
+}
+
+async fn reconcile_admitted<K: SourceKind>(
+    object: Arc<DynamicObject>,
+    ctx: Arc<Context>,
+    admitted: &shard::Admitted,
 ) -> Result<Action, ControllerError> {
     let source = match K::decode(&object) {
         Ok(source) => source,
@@ -268,17 +286,21 @@ async fn reconcile_source<K: SourceKind>(
             return Ok(Action::await_change());
         }
     };
-    let handle = SourceHandle::of(&source, &ctx.settings.keys);
+    let mut handle = SourceHandle::of(&source, &ctx.settings.keys);
     // The status on the cluster is the truth the gRPC view starts from (after a restart, before
     // the first round finishes, and when a round changes nothing).
     ctx.registry.update(&handle.reference, |record| {
         record.status = handle.status.clone();
     });
+    admitted.stamp(&ctx, &mut handle).await?;
     if source.meta().deletion_timestamp.is_some() {
         return deletion::run(&ctx, &source, &handle).await;
     }
     deletion::ensure_finalizer(&ctx, &source, &handle).await?;
     let result = catch_round(&handle.reference, round::run(&ctx, &handle)).await;
+    if !admitted.guard.still_held() {
+        return Ok(Action::await_change());
+    }
     let written = report(&ctx, &handle, &result).await;
     ctx.registry.round_finished(&handle.reference);
     written?;
@@ -570,7 +592,7 @@ where
             return Ok(Action::await_change());
         }
     };
-    if !tracking::watched_owner(&ctx, &tracking) {
+    if !tracking::watched_owner(&ctx, &tracking) || !shard::holds_owner(&ctx, &object) {
         return Ok(Action::await_change());
     }
     // Finalizing writes (the object, the finalizer): it shares the instance's write permits.
