@@ -190,7 +190,7 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
     let (gate, shards) = component.campaign_shards(config.shards, shard_metrics);
     // With shards, a change of the held shards looks at every Application again: those of a
     // gained shard start, those of a lost one have their observers stopped.
-    let controller = controller.reconcile_all_on(shards.changes().map(drop));
+    let controller = controller.reconcile_all_on(shards.changes());
     let context = Arc::new(Context {
         observers: ObserverContext {
             resolver: resolver.clone(),

@@ -158,8 +158,10 @@ struct Inner {
     renewed: Mutex<Vec<Option<Instant>>>,
     /// Per shard, shared by the guards of work in flight; taken exclusively to hand it over.
     in_flight: Vec<Arc<RwLock<()>>>,
-    /// The shards held, republished on every change.
-    held: watch::Sender<BTreeSet<u32>>,
+    /// The shards held and how many times a shard was gained, republished on every change.
+    /// The count survives the watch's coalescing: a shard lost and gained again between two
+    /// looks still reads as a gain.
+    held: watch::Sender<Held>,
     metrics: ShardMetrics,
 }
 
@@ -181,7 +183,7 @@ impl Shards {
                 deadline,
                 renewed: Mutex::new(vec![None; count as usize]),
                 in_flight: (0..count).map(|_| Arc::new(RwLock::new(()))).collect(),
-                held: watch::channel(BTreeSet::new()).0,
+                held: watch::channel(Held::default()).0,
                 metrics,
             }),
         }
@@ -220,26 +222,25 @@ impl Shards {
             .collect()
     }
 
-    /// A receiver that changes whenever a shard is gained or given up (a missed renewal
-    /// deadline is announced within a renew interval).
-    pub fn subscribe(&self) -> watch::Receiver<BTreeSet<u32>> {
-        self.inner.held.subscribe()
-    }
-
     /// Yields whenever this replica gains a shard (to look at every object again, so the new
     /// shard's objects start at once).
     pub fn gains(&self) -> impl tokio_stream::Stream<Item = ()> + Send + 'static {
-        let mut before = self.held();
-        self.changes().filter_map(move |held| {
-            let gained = held.difference(&before).next().is_some();
-            before = held;
+        let mut seen = self.inner.held.borrow().gains;
+        self.watch().filter_map(move |held| {
+            let gained = held.gains > seen;
+            seen = held.gains;
             gained.then_some(())
         })
     }
 
-    /// Yields the shards held after every change (gained, given up, lost).
-    pub fn changes(&self) -> impl tokio_stream::Stream<Item = BTreeSet<u32>> + Send + 'static {
-        tokio_stream::wrappers::WatchStream::from_changes(self.subscribe())
+    /// Yields after every change of the shards held (gained, given up, or lost: a missed
+    /// renewal deadline is announced within a renew interval).
+    pub fn changes(&self) -> impl tokio_stream::Stream<Item = ()> + Send + 'static {
+        self.watch().map(drop)
+    }
+
+    fn watch(&self) -> tokio_stream::wrappers::WatchStream<Held> {
+        tokio_stream::wrappers::WatchStream::from_changes(self.inner.held.subscribe())
     }
 
     /// Starts work on `shard`: `None` when this replica does not hold it. A shard is handed
@@ -247,7 +248,13 @@ impl Shards {
     pub async fn guard(&self, shard: u32) -> Option<ShardGuard> {
         let lock = self.inner.in_flight.get(shard as usize)?.clone();
         let lock = lock.read_owned().await;
-        self.holds(shard).then(|| ShardGuard {
+        if !self.holds(shard) {
+            // A missed deadline is only seen here so far: publish it, so that renewing the
+            // shard reads as a gain and the work refused meanwhile is looked at again.
+            self.publish();
+            return None;
+        }
+        Some(ShardGuard {
             shards: self.clone(),
             shard,
             _lock: lock,
@@ -257,7 +264,7 @@ impl Shards {
     /// Resolves once this replica no longer holds `shard` (given up, taken, or not renewed
     /// within the deadline).
     pub async fn lost(&self, shard: u32) {
-        let mut changes = self.subscribe();
+        let mut changes = self.inner.held.subscribe();
         loop {
             if !self.holds(shard) {
                 return;
@@ -309,11 +316,23 @@ impl Shards {
                 .set(i64::from(held.contains(&shard)));
         }
         self.inner.held.send_if_modified(|current| {
-            let changed = *current != held;
-            *current = held;
-            changed
+            if current.shards == held {
+                return false;
+            }
+            if held.difference(&current.shards).next().is_some() {
+                current.gains += 1;
+            }
+            current.shards = held;
+            true
         });
     }
+}
+
+/// What [`Shards`] publishes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Held {
+    shards: BTreeSet<u32>,
+    gains: u64,
 }
 
 /// Work on one shard in flight; the shard is not handed over while it lives.
@@ -604,6 +623,26 @@ mod tests {
             .expect("the deadline ends the hold");
         assert!(!guard.still_held());
         assert!(!shards.holds(0));
+    }
+
+    #[tokio::test]
+    async fn a_shard_lost_and_gained_again_between_two_looks_still_reads_as_a_gain() {
+        let shards = Shards::new(
+            2,
+            "a",
+            Some(Duration::from_secs(60)),
+            ShardMetrics::default(),
+        );
+        let mut gains = std::pin::pin!(shards.gains());
+        shards.set(0, Some(Instant::now()));
+        shards.set(0, None);
+        shards.set(0, Some(Instant::now()));
+        let gained = tokio::time::timeout(Duration::from_secs(1), gains.next()).await;
+        assert_eq!(gained.ok().flatten(), Some(()));
+        // Giving a shard up is no gain.
+        shards.set(0, None);
+        let gained = tokio::time::timeout(Duration::from_millis(100), gains.next()).await;
+        assert!(gained.is_err(), "a loss read as a gain");
     }
 
     #[tokio::test]

@@ -292,11 +292,11 @@ async fn reconcile_admitted<K: SourceKind>(
     ctx.registry.update(&handle.reference, |record| {
         record.status = handle.status.clone();
     });
-    admitted.stamp(&ctx, &mut handle).await?;
     if source.meta().deletion_timestamp.is_some() {
         return deletion::run(&ctx, &source, &handle).await;
     }
     deletion::ensure_finalizer(&ctx, &source, &handle).await?;
+    admitted.stamp(&ctx, &mut handle).await?;
     let result = catch_round(&handle.reference, round::run(&ctx, &handle)).await;
     if !admitted.guard.still_held() {
         return Ok(Action::await_change());
