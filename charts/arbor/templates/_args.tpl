@@ -44,6 +44,10 @@ the controllers only: every webhook replica answers admission requests, none is 
 - --lease-name
 - {{ include "arbor.componentName" . }}
 {{- end }}
+{{- if has .name (list "gitsync" "observer") }}
+- --shards
+- {{ $values.shards | quote }}
+{{- end }}
 {{- end -}}
 
 {{/*

@@ -62,12 +62,13 @@ subjects:
     namespace: {{ .root.Release.Namespace }}
 {{- end -}}
 
-{{/* The leader-election Lease Role, when the component elects a leader. */}}
+{{/* The leader-election Lease Role, when the component elects a leader. It covers the shard
+Leases too (list to see every replica's, delete to give a shard up). */}}
 {{- define "arbor.rbac.leaseRole" -}}
 {{- if (index .root.Values .name).leaderElection -}}
 {{- $rules := `- apiGroups: [coordination.k8s.io]
   resources: [leases]
-  verbs: [get, list, watch, create, update, patch]` -}}
+  verbs: [get, list, watch, create, update, patch, delete]` -}}
 {{- include "arbor.rbac.namespacedRole" (merge (dict "roleName" (printf "%s-leader-election" (include "arbor.componentName" .)) "namespace" .root.Release.Namespace "rules" $rules) .) -}}
 {{- end -}}
 {{- end -}}

@@ -467,6 +467,14 @@ pub struct GitSourceStatus {
     /// Progress of deleting the source, while it is being deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion: Option<DeletionProgress>,
+    /// The shard the source belongs to when gitsync shares its sources between replicas
+    /// (`--shards`): its uid's hash modulo the number of shards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<u32>,
+    /// The gitsync replica (its Lease identity, the pod name in a cluster) that syncs the
+    /// source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handled_by: Option<String>,
 }
 
 /// See [`GitSourceStatus::prune_window`].

@@ -197,6 +197,9 @@ fn render_details(status: &SourceStatus) -> String {
     if status.suspended {
         out.push_str("  suspended: syncing is paused\n");
     }
+    if let Some(line) = handled_by_line(status) {
+        let _ = writeln!(out, "  {line}");
+    }
     if !status.conditions.is_empty() {
         out.push_str("  conditions:\n");
         for condition in &status.conditions {
@@ -218,6 +221,18 @@ fn render_details(status: &SourceStatus) -> String {
         }
     }
     out
+}
+
+/// `shard 3, handled by arbor-gitsync-7d9f-x2` when gitsync shares its sources by shard (or
+/// only the replica, or nothing, as far as the status tells).
+fn handled_by_line(status: &SourceStatus) -> Option<String> {
+    let replica = (!status.handled_by.is_empty()).then_some(status.handled_by.as_str());
+    match (status.shard, replica) {
+        (Some(shard), Some(replica)) => Some(format!("shard {shard}, handled by {replica}")),
+        (Some(shard), None) => Some(format!("shard {shard}")),
+        (None, Some(replica)) => Some(format!("handled by {replica}")),
+        (None, None) => None,
+    }
 }
 
 /// `CODE file object: message`, leaving out the location parts that are not known.
@@ -272,6 +287,8 @@ pub fn source_status_json(status: &SourceStatus) -> Value {
         })).collect::<Vec<_>>(),
         "conditions": conditions_json(&status.conditions),
         "suspended": status.suspended,
+        "shard": status.shard,
+        "handledBy": (!status.handled_by.is_empty()).then_some(&status.handled_by),
         "state": SourceState::of(status).word(),
     })
 }
@@ -326,6 +343,23 @@ mod tests {
             "{table}"
         );
         assert!(table.lines().nth(1).unwrap().contains("Failing"), "{table}");
+    }
+
+    #[test]
+    fn the_shard_and_the_replica_that_handles_a_source_are_shown() {
+        let mut sharded = source("a", &[("Ready", "True")]);
+        sharded.shard = Some(4);
+        sharded.handled_by = "arbor-gitsync-0".to_owned();
+        assert!(
+            render_table(std::slice::from_ref(&sharded))
+                .contains("  shard 4, handled by arbor-gitsync-0\n")
+        );
+        let json = source_status_json(&sharded);
+        assert_eq!(json["shard"], 4);
+        assert_eq!(json["handledBy"], "arbor-gitsync-0");
+        let single = source("b", &[("Ready", "True")]);
+        assert!(!render_table(std::slice::from_ref(&single)).contains("handled by"));
+        assert_eq!(source_status_json(&single)["handledBy"], Value::Null);
     }
 
     #[test]

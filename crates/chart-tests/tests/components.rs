@@ -74,6 +74,45 @@ fn disruption_budgets_cover_every_replicated_component_and_only_those() {
 }
 
 #[test]
+fn gitsync_and_the_observer_share_their_work_by_shards_only_when_asked() {
+    let defaults = render(&value_sets::defaults());
+    for component in ["gitsync", "observer"] {
+        assert_flags(&defaults, component, &[("--shards", "1")]);
+    }
+    assert_eq!(
+        common::workload::deployment(&defaults, "gitsync")
+            .spec
+            .replicas,
+        Some(1)
+    );
+    for component in ["hierarchy", "webhook"] {
+        let args = common::workload::args(&defaults, component);
+        assert_eq!(
+            common::workload::flag_value(&args, "--shards"),
+            None,
+            "{component}"
+        );
+    }
+    let sharded = render(&ValueSet::new(
+        "sharded",
+        &[
+            "gitsync.replicas=3",
+            "gitsync.shards=6",
+            "observer.replicas=3",
+            "observer.shards=12",
+        ],
+    ));
+    assert_flags(&sharded, "gitsync", &[("--shards", "6")]);
+    assert_flags(&sharded, "observer", &[("--shards", "12")]);
+    for component in ["gitsync", "observer"] {
+        let replicas = common::workload::deployment(&sharded, component)
+            .spec
+            .replicas;
+        assert_eq!(replicas, Some(3), "{component}");
+    }
+}
+
+#[test]
 fn every_component_has_a_grpc_service_and_a_metrics_service() {
     let rendered = render(&value_sets::defaults());
     for component in COMPONENTS {

@@ -140,7 +140,9 @@ fn leases_are_granted_only_in_the_release_namespace_and_never_to_the_webhook() {
         );
         assert_eq!(role.metadata.namespace.as_deref(), Some(NAMESPACE));
         let rules = role.rules.unwrap_or_default();
-        for verb in ["get", "create", "update"] {
+        // list and delete: the shard Leases (`--shards`), every replica's seen at once and a
+        // shard given up by deleting its Lease.
+        for verb in ["get", "list", "create", "update", "delete"] {
             assert!(
                 grants(&rules, "coordination.k8s.io", "leases", verb),
                 "{component}: leases {verb}"

@@ -44,7 +44,8 @@
 //! comparison and without a request (`TriggerSync`, `ReportDrift`), does nothing but the fetch.
 //!
 //! Which sources an instance reconciles is [`WatchScope`](arbor_policy::ownership::WatchScope)'s
-//! answer to `--gittrack-mode`, `--clustergittrack-mode` and `--namespace` ([`reconcile`]).
+//! answer to `--gittrack-mode`, `--clustergittrack-mode` and `--namespace` ([`reconcile`]),
+//! and, with `--shards`, whether this replica holds the source's shard ([`shard`]).
 
 pub mod credentials;
 pub mod deletion;
@@ -61,6 +62,7 @@ pub mod reconcile;
 pub mod registry;
 pub mod round;
 pub mod settings;
+pub mod shard;
 pub mod source_handle;
 pub mod status;
 pub mod tracking;
@@ -92,6 +94,8 @@ pub struct Context {
     pub registry: Arc<Registry>,
     pub metrics: Arc<metrics::Metrics>,
     pub recorder: Recorder,
+    /// The shards whose sources this replica syncs ([`shard`]).
+    pub shards: arbor_runtime::Shards,
 }
 
 impl std::fmt::Debug for Context {

@@ -418,6 +418,8 @@ fn source_status(source: &SourceRef, record: &SourceRecord) -> proto::SourceStat
             .collect(),
         conditions: status.conditions.iter().map(condition).collect(),
         suspended: record.suspended,
+        shard: status.shard,
+        handled_by: status.handled_by.clone().unwrap_or_default(),
     }
 }
 

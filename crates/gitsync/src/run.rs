@@ -6,7 +6,9 @@
 //! being IncludeNamespaced; both modes Disabled) stop the process before it connects to
 //! anything, with the policy's message naming the flags and saying which to set. With leader
 //! election on, only the leader runs the controllers; a lost Lease ends the process with an
-//! error, as for every component (see `arbor_runtime::component`).
+//! error, as for every component (see `arbor_runtime::component`). With `--shards N` (N > 1)
+//! every replica runs them, each syncing the sources of the shards it holds
+//! ([`crate::controller::shard`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,6 +19,7 @@ use arbor_policy::keys::{Keys, ManagementLabel};
 use arbor_policy::ownership::{FlagError, ModeFlags};
 use arbor_runtime::component::{Component, LeaseGate, LostLease, StartError};
 use arbor_runtime::flags::{CommonArgs, parse_duration};
+use arbor_runtime::shards::ShardArgs;
 use kube::runtime::events::Recorder;
 use tokio::task::JoinHandle;
 
@@ -38,6 +41,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub modes: ModeFlags,
+
+    #[command(flatten)]
+    pub sharding: ShardArgs,
 
     /// The largest fraction of a source's objects one round may delete without the source's
     /// allow-mass-prune annotation.
@@ -140,6 +146,7 @@ impl Args {
             default_service_account: Some(self.default_service_account.clone())
                 .filter(|name| !name.is_empty()),
             require_service_account: self.require_service_account,
+            shards: self.sharding.shards,
         })
     }
 }
@@ -203,7 +210,7 @@ pub async fn start(
     let metrics = Arc::new(Metrics::register(component.metrics()?));
     let ready = component.readiness().gate("gitsync-controllers");
     component.serve_admin().await?;
-    let gate = component.campaign();
+    let (gate, shards) = component.campaign_shards(settings.shards, metrics.shards.clone());
     if !gate.acquired_or_drained().await? {
         return Ok(None);
     }
@@ -229,6 +236,7 @@ pub async fn start(
         registry: Arc::new(registry),
         metrics,
         recorder: Recorder::new(client, reporter),
+        shards,
     };
     let tasks = reconcile::spawn(ctx.clone(), triggers, &token);
 

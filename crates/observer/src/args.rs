@@ -20,6 +20,9 @@ pub struct ObserverArgs {
     #[command(flatten)]
     pub common: CommonArgs,
 
+    #[command(flatten)]
+    pub sharding: arbor_runtime::ShardArgs,
+
     /// arbor-gitsync's gRPC address (`https://host:port`, or `http://` on loopback). Drift of
     /// git-managed objects is not reported when absent.
     #[arg(long, env = "ARBOR_GITSYNC_ADDR")]

@@ -57,6 +57,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// Reports Applications that do not decode.
     pub undecodable: DecodeFailures,
+    /// The shards whose Applications this replica handles (`--shards`).
+    pub shards: arbor_runtime::Shards,
 }
 
 impl std::fmt::Debug for Context {
@@ -72,7 +74,32 @@ impl std::fmt::Debug for Context {
 /// Applications are watched as dynamic objects ([`arbor_runtime::decode`]): one that does not
 /// decode is reported (warn log line, Event, `arbor_observer_undecodable_objects`) and skipped,
 /// and every other Application is reconciled.
+///
+/// With `--shards`, an Application is admitted only when this replica holds its shard
+/// ([`arbor_runtime::shards`]); the reconcile then runs while the shard stays held. One of a
+/// shard this replica does not hold (any more) is left to the shard's holder, and its observer
+/// here, if one still runs, is stopped.
 pub async fn reconcile(object: Arc<DynamicObject>, context: Arc<Context>) -> Result<Action, Error> {
+    let uid = object.metadata.uid.as_deref().unwrap_or_default();
+    let shard = context.shards.shard_of(uid);
+    let Some(guard) = context.shards.guard(shard).await else {
+        if let Some(namespace) = object.metadata.namespace.as_deref() {
+            let key = AppKey::new(namespace, object.name_any());
+            context.observers.registry.stop(&key).await;
+        }
+        return Ok(Action::await_change());
+    };
+    context.shards.count_work(shard);
+    guard
+        .while_held(reconcile_admitted(object, context.clone()))
+        .await
+        .unwrap_or(Ok(Action::await_change()))
+}
+
+async fn reconcile_admitted(
+    object: Arc<DynamicObject>,
+    context: Arc<Context>,
+) -> Result<Action, Error> {
     let application = match decode::<Application>(&object) {
         Ok(application) => Arc::new(application),
         Err(error) => {

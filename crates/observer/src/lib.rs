@@ -79,6 +79,8 @@ pub struct Config {
     /// Quiet time per object before its drift is reported.
     pub drift_window: Duration,
     pub report_backoff: Backoff,
+    /// How many shards the Applications are shared in between replicas (`--shards`).
+    pub shards: u32,
 }
 
 impl From<&ObserverArgs> for Config {
@@ -89,6 +91,7 @@ impl From<&ObserverArgs> for Config {
             drift_kinds: args.drift_kinds.clone(),
             drift_window: drift::debounce::DEFAULT_WINDOW,
             report_backoff: Backoff::default(),
+            shards: args.sharding.shards,
         }
     }
 }
@@ -136,6 +139,11 @@ impl Running {
 pub async fn start(mut component: Component, config: Config) -> Result<Running, Error> {
     let metrics = metrics::Metrics::register(component.metrics()?);
     let undecodable = arbor_runtime::decode::DecodeFailures::register(component.metrics()?);
+    let shard_metrics = arbor_runtime::ShardMetrics::register(
+        component.metrics()?,
+        "shard_reconciles",
+        "Application reconciles, by the shard of the Application",
+    );
     let ready = component.readiness().gate("applications-synced");
     let drift_gates: Vec<ReadyGate> = match config.gitsync_addr {
         Some(_) => config
@@ -179,6 +187,10 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
         .as_deref()
         .map(|address| arbor_runtime::grpc::connect_lazy(address, component.tls()))
         .transpose()?;
+    let (gate, shards) = component.campaign_shards(config.shards, shard_metrics);
+    // With shards, a change of the held shards looks at every Application again: those of a
+    // gained shard start, those of a lost one have their observers stopped.
+    let controller = controller.reconcile_all_on(shards.changes());
     let context = Arc::new(Context {
         observers: ObserverContext {
             resolver: resolver.clone(),
@@ -187,8 +199,8 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
         },
         recorder: Recorder::new(client, component.reporter()),
         undecodable,
+        shards,
     });
-    let gate = component.campaign();
     let task_registry = registry.clone();
     let task_shutdown = shutdown.clone();
     let task = shutdown.spawn(async move {

@@ -26,4 +26,5 @@ pub mod observe;
 pub mod ownership;
 pub mod propagation;
 pub mod secret;
+pub mod shards;
 pub mod sync;

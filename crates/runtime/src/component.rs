@@ -41,6 +41,7 @@ use crate::grpc::{self, GrpcError, TlsMaterial};
 use crate::lease::{LeaderElector, LeaseConfig};
 use crate::listener::{Limits, ListenerMetrics};
 use crate::metrics::MetricsRegistry;
+use crate::shards::{ShardConfig, ShardMetrics, Shards};
 use crate::shutdown::Shutdown;
 use crate::telemetry::{self, InvalidLogFilter};
 
@@ -226,10 +227,7 @@ impl Component {
         let election = &self.args.leader_election;
         let shutdown = self.shutdown.clone();
         if !election.enabled {
-            return LeaseGate {
-                lease: None,
-                shutdown,
-            };
+            return LeaseGate::open(shutdown);
         }
         let config = LeaseConfig {
             name: election
@@ -259,6 +257,46 @@ impl Component {
     }
 }
 
+impl Component {
+    /// [`Component::campaign`] for a component whose work can be shared (`--shards`): with
+    /// one shard, or without leader election, exactly `campaign` and every shard held; with
+    /// more, every replica works on the shards it holds (see [`crate::shards`]) and the gate
+    /// only waits for shutdown. The shard Leases are given up in shutdown's second phase, as
+    /// the component's Lease is.
+    pub fn campaign_shards(&self, shards: u32, metrics: ShardMetrics) -> (LeaseGate, Shards) {
+        let election = &self.args.leader_election;
+        if shards <= 1 || !election.enabled {
+            return (
+                self.campaign(),
+                Shards::all(shards, &self.identity, metrics),
+            );
+        }
+        let config = ShardConfig {
+            prefix: election
+                .lease_name
+                .clone()
+                .unwrap_or_else(|| format!("arbor-{}", self.name)),
+            namespace: election.lease_namespace.clone(),
+            identity: self.identity.clone(),
+            shards,
+            lease_duration: election.lease_duration,
+            renew_interval: election.renew_interval,
+        };
+        let (held, manager) = crate::shards::spawn(
+            self.client.clone(),
+            config,
+            metrics,
+            self.shutdown.release_token(),
+        );
+        self.shutdown.spawn_release(async move {
+            if let Err(error) = manager.await {
+                tracing::error!(%error, "the shard Lease manager failed");
+            }
+        });
+        (LeaseGate::open(self.shutdown.clone()), held)
+    }
+}
+
 /// Whether this replica may act, and the lost-lease policy (see the module docs).
 #[derive(Debug, Clone)]
 pub struct LeaseGate {
@@ -268,6 +306,14 @@ pub struct LeaseGate {
 }
 
 impl LeaseGate {
+    /// A gate that lets this replica through until shutdown: no Lease to hold.
+    fn open(shutdown: Shutdown) -> Self {
+        Self {
+            lease: None,
+            shutdown,
+        }
+    }
+
     /// Waits until this replica holds the Lease: `Ok(true)` then, `Ok(false)` when shutdown
     /// came first. Without leader election, `Ok(true)` at once. When the campaign ended
     /// without ever leading (its task died), this replica can never lead: it logs why, starts

@@ -47,6 +47,14 @@ pub struct LeaseConfig {
     pub renew_interval: Duration,
 }
 
+/// Who holds a Lease, as one candidate judges it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    pub holder: Option<String>,
+    /// Unrenewed for a lease duration by this candidate's clock.
+    pub expired: bool,
+}
+
 /// The outcome of one election step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {
@@ -94,33 +102,13 @@ impl LeaderElector {
 
     /// One election step: create, renew or take over the Lease when this candidate may.
     pub async fn try_acquire_or_renew(&mut self) -> Result<Role, LeaseError> {
-        let Some(current) = self
-            .api
-            .get_opt(&self.config.name)
-            .await
-            .map_err(|e| self.error(e))?
-        else {
+        let Some(current) = self.read().await? else {
             return self.create().await;
         };
-        let spec = current.spec.clone().unwrap_or_default();
-        let record = ObservedRecord::of(&spec);
-        let now = Instant::now();
-        let first_seen = match &self.observed {
-            Some((seen, at)) if *seen == record => *at,
-            _ => now,
-        };
-        self.observed = Some((record.clone(), first_seen));
-
-        let duration = spec
-            .lease_duration_seconds
-            .map(|s| Duration::from_secs(s.max(0) as u64))
-            .unwrap_or(self.config.lease_duration);
-        let held_by_me = record.holder.as_deref() == Some(self.config.identity.as_str());
-        let expired = now.duration_since(first_seen) >= duration;
-        if !held_by_me && record.holder.is_some() && !expired {
-            return Ok(Role::Follower {
-                holder: record.holder,
-            });
+        let Observation { holder, expired } = self.observe(&current);
+        let held_by_me = holder.as_deref() == Some(self.config.identity.as_str());
+        if !held_by_me && holder.is_some() && !expired {
+            return Ok(Role::Follower { holder });
         }
 
         let mut next = current;
@@ -139,14 +127,68 @@ impl LeaderElector {
         .await
     }
 
+    /// Notes `lease` as read now (by this candidate or a list of every Lease) and says who
+    /// holds it and whether that holder's Lease expired by this candidate's clock: unchanged
+    /// for its `leaseDurationSeconds` since this candidate first saw the record.
+    pub fn observe(&mut self, lease: &Lease) -> Observation {
+        let spec = lease.spec.clone().unwrap_or_default();
+        let record = ObservedRecord::of(&spec);
+        let now = Instant::now();
+        let first_seen = match &self.observed {
+            Some((seen, at)) if *seen == record => *at,
+            _ => now,
+        };
+        self.observed = Some((record.clone(), first_seen));
+        let duration = spec
+            .lease_duration_seconds
+            .map(|s| Duration::from_secs(s.max(0) as u64))
+            .unwrap_or(self.config.lease_duration);
+        Observation {
+            expired: now.duration_since(first_seen) >= duration,
+            holder: record.holder,
+        }
+    }
+
+    /// Notes that the Lease does not exist (deleted, or never created).
+    pub fn observe_absent(&mut self) {
+        self.observed = None;
+    }
+
+    /// Gives the Lease up by deleting it, if this candidate still holds it: the delete is
+    /// conditional on the version read, so a Lease another replica took meanwhile stays. A
+    /// delete (not an emptied holder) makes a hand-over plain in an audit log: every write to
+    /// a shard's Lease by a replica then means it holds the shard, and only a delete ends that.
+    pub async fn surrender(&mut self) -> Result<(), LeaseError> {
+        let Some(current) = self.read().await? else {
+            return Ok(());
+        };
+        let holder = current
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.holder_identity.as_deref());
+        if holder != Some(self.config.identity.as_str()) {
+            return Ok(());
+        }
+        let params = kube::api::DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: current.metadata.uid.clone(),
+                resource_version: current.metadata.resource_version.clone(),
+            }),
+            ..kube::api::DeleteParams::default()
+        };
+        self.observed = None;
+        match self.api.delete(&self.config.name, &params).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.is_conflict() || status.is_not_found() => {
+                Ok(())
+            }
+            Err(e) => Err(self.error(e)),
+        }
+    }
+
     /// Gives the Lease up if this candidate holds it, so a successor need not wait for expiry.
     pub async fn release(&mut self) -> Result<(), LeaseError> {
-        let Some(mut current) = self
-            .api
-            .get_opt(&self.config.name)
-            .await
-            .map_err(|e| self.error(e))?
-        else {
+        let Some(mut current) = self.read().await? else {
             return Ok(());
         };
         let spec = current.spec.get_or_insert_with(LeaseSpec::default);
@@ -167,6 +209,13 @@ impl LeaderElector {
             Err(kube::Error::Api(status)) if status.is_conflict() => Ok(()),
             Err(e) => Err(self.error(e)),
         }
+    }
+
+    async fn read(&self) -> Result<Option<Lease>, LeaseError> {
+        self.api
+            .get_opt(&self.config.name)
+            .await
+            .map_err(|e| self.error(e))
     }
 
     async fn create(&mut self) -> Result<Role, LeaseError> {

@@ -14,6 +14,7 @@
 //! - [`metrics`] and [`admin`]: a prometheus-client registry with one sub-registry per
 //!   component, served with `/healthz` and `/readyz` (ready only once caches have synced);
 //! - [`lease`]: leader election on `coordination.k8s.io` Leases;
+//! - [`shards`]: `--shards N`, one component's work shared by replicas through shard Leases;
 //! - [`listener`]: the one accept loop of every listener (webhook HTTPS, gRPC, admin), with
 //!   bounded connections, TLS-handshake, idle and HTTP/2 keep-alive timeouts, and load shedding
 //!   that is counted and logged;
@@ -37,10 +38,12 @@ pub mod grpc;
 pub mod lease;
 pub mod listener;
 pub mod metrics;
+pub mod shards;
 pub mod shutdown;
 pub mod telemetry;
 pub mod throttle;
 
 pub use component::{Component, LeaseGate, LostLease, StartError};
 pub use flags::CommonArgs;
+pub use shards::{ShardArgs, ShardGuard, ShardMetrics, Shards};
 pub use shutdown::Shutdown;

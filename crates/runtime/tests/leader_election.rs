@@ -252,3 +252,126 @@ async fn holder_of(client: &kube::Client, name: &str) -> Option<String> {
         .and_then(|spec| spec.holder_identity)
         .filter(|holder| !holder.is_empty())
 }
+
+/// Shard Leases (`--shards N`): replicas share the shards fairly, a dead replica's shards are
+/// taken over within a lease duration, and a replica that comes back gets its share.
+mod shards {
+    use std::collections::BTreeSet;
+    use std::time::{Duration, Instant};
+
+    use arbor_runtime::shards::{ShardConfig, ShardMetrics, Shards, spawn};
+    use tokio::task::JoinHandle;
+    use tokio_util::sync::CancellationToken;
+
+    use super::{LEASE_DURATION, cluster};
+
+    const SHARDS: u32 = 6;
+
+    fn config(identity: &str) -> ShardConfig {
+        ShardConfig {
+            prefix: "arbor-test".into(),
+            namespace: "arbor-system".into(),
+            identity: identity.into(),
+            shards: SHARDS,
+            lease_duration: LEASE_DURATION,
+            renew_interval: Duration::from_millis(200),
+        }
+    }
+
+    struct Replica {
+        shards: Shards,
+        task: JoinHandle<()>,
+        stop: CancellationToken,
+    }
+
+    fn replica(client: &kube::Client, identity: &str) -> Replica {
+        let stop = CancellationToken::new();
+        let (shards, task) = spawn(
+            client.clone(),
+            config(identity),
+            ShardMetrics::default(),
+            stop.clone(),
+        );
+        Replica { shards, task, stop }
+    }
+
+    impl Replica {
+        async fn stop(self) {
+            self.stop.cancel();
+            self.task.await.unwrap();
+        }
+    }
+
+    /// Waits until the replicas hold every shard once between them, each its fair share.
+    async fn balanced(replicas: &[&Replica], within: Duration) -> Vec<BTreeSet<u32>> {
+        let start = Instant::now();
+        loop {
+            let held: Vec<BTreeSet<u32>> = replicas.iter().map(|r| r.shards.held()).collect();
+            let total: usize = held.iter().map(BTreeSet::len).sum();
+            let union: BTreeSet<u32> = held.iter().flatten().copied().collect();
+            let fair = SHARDS as usize / replicas.len();
+            if total == SHARDS as usize
+                && union.len() == SHARDS as usize
+                && held.iter().all(|h| h.len() == fair)
+            {
+                return held;
+            }
+            assert!(
+                start.elapsed() < within,
+                "not balanced within {within:?}: {held:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn replicas_share_the_shards_take_over_a_dead_ones_and_rebalance_when_it_returns() {
+        let (emu, client) = cluster().await;
+        let a = replica(&client, "replica-a");
+        let b = replica(&client, "replica-b");
+        let c = replica(&client, "replica-c");
+        balanced(&[&a, &b, &c], LEASE_DURATION * 5).await;
+
+        // c dies without giving anything up: a and b hold everything within about a lease
+        // duration (plus the renew intervals it takes to see the last renewal and to write).
+        c.task.abort();
+        let killed = Instant::now();
+        balanced(&[&a, &b], LEASE_DURATION * 3).await;
+        let took = killed.elapsed();
+        assert!(
+            took < LEASE_DURATION + Duration::from_millis(1500),
+            "took over in {took:?}"
+        );
+
+        // c comes back (a new process, a new membership): the shards spread over three again.
+        let c = replica(&client, "replica-c");
+        balanced(&[&a, &b, &c], LEASE_DURATION * 5).await;
+
+        // A graceful stop gives the shards up at once: no waiting for expiry.
+        c.stop().await;
+        balanced(&[&a, &b], LEASE_DURATION).await;
+        a.stop().await;
+        b.stop().await;
+        emu.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_shard_with_work_in_flight_is_handed_over_only_after_the_work_ends() {
+        let (emu, client) = cluster().await;
+        let a = replica(&client, "replica-a");
+        balanced(&[&a], LEASE_DURATION * 3).await;
+        let guard = a.shards.guard(5).await.expect("a holds shard 5");
+
+        // b appears: a gives up three shards (3, 4, 5), but keeps 5's Lease while the guard is
+        // out, and works on it no more.
+        let b = replica(&client, "replica-b");
+        tokio::time::sleep(LEASE_DURATION).await;
+        assert!(!guard.still_held(), "a still works on a shard it gives up");
+        assert!(!b.shards.holds(5), "b took a shard a still writes on");
+        drop(guard);
+        balanced(&[&a, &b], LEASE_DURATION * 3).await;
+        a.stop().await;
+        b.stop().await;
+        emu.shutdown().await;
+    }
+}

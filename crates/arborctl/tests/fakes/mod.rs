@@ -180,6 +180,8 @@ pub fn source_status(source: &SourceRef) -> Option<SourceStatus> {
             errors: vec![],
             conditions: vec![condition("Ready", "True", "Synced", "applied 10 objects")],
             suspended: false,
+            shard: None,
+            handled_by: String::new(),
         });
     }
     if *source == platform() {
@@ -204,6 +206,8 @@ pub fn source_status(source: &SourceRef) -> Option<SourceStatus> {
             }],
             conditions: vec![condition("Stalled", "True", "SourceErrors", "1 error")],
             suspended: false,
+            shard: None,
+            handled_by: String::new(),
         });
     }
     None

@@ -1,5 +1,6 @@
 //! Prometheus metrics of the gitsync controllers (registered under `arbor_gitsync_`).
 
+use arbor_runtime::ShardMetrics;
 use arbor_runtime::decode::DecodeFailures;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -34,6 +35,8 @@ pub struct Metrics {
     pub errors: Family<ErrorLabels, Counter>,
     /// Sources and tracking objects skipped because they do not decode.
     pub undecodable: DecodeFailures,
+    /// Shards held and rounds started, per shard (`--shards`).
+    pub shards: ShardMetrics,
 }
 
 impl Default for Metrics {
@@ -44,6 +47,7 @@ impl Default for Metrics {
             commit_to_applied: Histogram::new(exponential_buckets(0.05, 2.0, 16)),
             errors: Family::default(),
             undecodable: DecodeFailures::default(),
+            shards: ShardMetrics::default(),
         }
     }
 }
@@ -70,6 +74,11 @@ impl Metrics {
         registry.register("errors", "Sync errors by code", metrics.errors.clone());
         Self {
             undecodable: DecodeFailures::register(registry),
+            shards: ShardMetrics::register(
+                registry,
+                "shard_rounds",
+                "Sync rounds started, by the shard of their source",
+            ),
             ..metrics
         }
     }

@@ -35,6 +35,7 @@ use super::deletion;
 use super::error::ControllerError;
 use super::notice;
 use super::round::{self, RoundResult};
+use super::shard;
 use super::source_handle::SourceHandle;
 use super::status::{self, Outcome, RoundReport};
 use super::tracking::{self, TrackingKind};
@@ -205,15 +206,33 @@ async fn run_sources<K: SourceKind>(
         });
     Controller::new_with(api, watcher::Config::default(), api_resource::<K>())
         .reconcile_on(requested)
+        // A shard this replica gains brings its sources' rounds at once.
+        .reconcile_all_on(ctx.shards.gains())
         .graceful_shutdown_on(token.cancelled_owned())
         .run(reconcile_source::<K>, retry_source::<K>, ctx)
         .for_each(|_| futures::future::ready(()))
         .await;
 }
 
+/// Admits the source when this replica holds its shard ([`shard`]), and reconciles it while
+/// the shard stays held.
 async fn reconcile_source<K: SourceKind>(
     object: Arc<DynamicObject>,
     ctx: Arc<Context>,
+) -> Result<Action, ControllerError> {
+    let Some(admitted) = shard::admit(&ctx, &object).await else {
+        return Ok(Action::await_change());
+    };
+    admitted
+        .while_held(reconcile_admitted::<K>(object, ctx.clone(), &admitted))
+        .await
+        .unwrap_or(Ok(Action::await_change()))
+}
+
+async fn reconcile_admitted<K: SourceKind>(
+    object: Arc<DynamicObject>,
+    ctx: Arc<Context>,
+    admitted: &shard::Admitted,
 ) -> Result<Action, ControllerError> {
     let source = match K::decode(&object) {
         Ok(source) => source,
@@ -249,7 +268,7 @@ async fn reconcile_source<K: SourceKind>(
             return Ok(Action::await_change());
         }
     };
-    let handle = SourceHandle::of(&source, &ctx.settings.keys);
+    let mut handle = SourceHandle::of(&source, &ctx.settings.keys);
     // The status on the cluster is the truth the gRPC view starts from (after a restart, before
     // the first round finishes, and when a round changes nothing).
     ctx.registry.update(&handle.reference, |record| {
@@ -259,7 +278,11 @@ async fn reconcile_source<K: SourceKind>(
         return deletion::run(&ctx, &source, &handle).await;
     }
     deletion::ensure_finalizer(&ctx, &source, &handle).await?;
+    admitted.stamp(&ctx, &mut handle).await?;
     let result = catch_round(&handle.reference, round::run(&ctx, &handle)).await;
+    if !admitted.guard.still_held() {
+        return Ok(Action::await_change());
+    }
     let written = report(&ctx, &handle, &result).await;
     ctx.registry.round_finished(&handle.reference);
     written?;
@@ -551,7 +574,7 @@ where
             return Ok(Action::await_change());
         }
     };
-    if !tracking::watched_owner(&ctx, &tracking) {
+    if !tracking::watched_owner(&ctx, &tracking) || !shard::holds_owner(&ctx, &object) {
         return Ok(Action::await_change());
     }
     // Finalizing writes (the object, the finalizer): it shares the instance's write permits.

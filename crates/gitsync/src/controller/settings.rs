@@ -34,4 +34,6 @@ pub struct Settings {
     pub default_service_account: Option<String>,
     /// Whether a GitTrack must apply as a ServiceAccount (its own or the default).
     pub require_service_account: bool,
+    /// How many shards the sources are shared in between replicas (`--shards`).
+    pub shards: u32,
 }

@@ -1,0 +1,117 @@
+//! Which sources this replica syncs when gitsync shares them between replicas (`--shards N`,
+//! see [`arbor_runtime::shards`]).
+//!
+//! A source belongs to the shard of its uid. It is admitted here, before anything is read or
+//! written for it: a source of a shard this replica does not hold is left alone (another
+//! replica syncs it), and one of a held shard runs under a [`ShardGuard`], raced against the
+//! shard's loss, so a round stops at its next step once the shard is given up, taken, or not
+//! renewed in time, and the shard is handed over only after the round has stopped. When a
+//! shard is gained, every source is looked at again ([`Shards::gains`](arbor_runtime::Shards::gains)), so its sources start
+//! at once.
+//!
+//! A tracking object is finalized by the replica that holds its source's shard (the shard of
+//! the owner's uid in its ownerReferences), so only one replica writes for a source.
+//!
+//! With more than one shard, a source's status says which shard it is in (`status.shard`) and
+//! which replica syncs it (`status.handledBy`); with one shard both stay unset, as before.
+
+use arbor_api::source::GitSourceStatus;
+use arbor_api::{ClusterGitTrack, GitTrack};
+use arbor_runtime::ShardGuard;
+use kube::Resource;
+use kube::api::DynamicObject;
+
+use super::Context;
+use super::error::ControllerError;
+use super::source_handle::SourceHandle;
+use super::status;
+
+/// A source admitted for this replica: work on it runs while [`Admitted::guard`] lives.
+#[derive(Debug)]
+pub struct Admitted {
+    pub guard: ShardGuard,
+}
+
+/// Admits `source` when this replica holds its shard; `None` leaves it to its shard's holder.
+pub async fn admit(ctx: &Context, source: &DynamicObject) -> Option<Admitted> {
+    let uid = source.metadata.uid.as_deref().unwrap_or_default();
+    let shard = ctx.shards.shard_of(uid);
+    let guard = ctx.shards.guard(shard).await?;
+    ctx.shards.count_work(shard);
+    Some(Admitted { guard })
+}
+
+impl Admitted {
+    /// Runs `work` while the shard is held (see [`ShardGuard::while_held`]).
+    pub async fn while_held<F: std::future::Future>(&self, work: F) -> Option<F::Output> {
+        self.guard.while_held(work).await
+    }
+
+    /// Records the shard and this replica in the source's status, when they are not there yet
+    /// (the first round after the shard moved); with one shard, clears them instead.
+    pub async fn stamp(
+        &self,
+        ctx: &Context,
+        handle: &mut SourceHandle,
+    ) -> Result<(), ControllerError> {
+        let mut next = handle.status.clone();
+        assign(
+            &mut next,
+            ctx.shards.count(),
+            self.guard.shard(),
+            ctx.shards.identity(),
+        );
+        if next == handle.status || !self.guard.still_held() {
+            return Ok(());
+        }
+        let (api, resource) = status::source_api(&ctx.client, &handle.reference);
+        status::write(&api, &resource, &handle.owner_reference.name, &next).await?;
+        ctx.registry
+            .update(&handle.reference, |record| record.status = next.clone());
+        handle.status = next;
+        Ok(())
+    }
+}
+
+/// Sets `status.shard` and `status.handledBy` for a source in `shard` synced by `replica`, or
+/// clears them when the sources are not sharded.
+fn assign(status: &mut GitSourceStatus, shards: u32, shard: u32, replica: &str) {
+    if shards > 1 {
+        status.shard = Some(shard);
+        status.handled_by = Some(replica.to_owned());
+    } else {
+        status.shard = None;
+        status.handled_by = None;
+    }
+}
+
+/// Whether this replica finalizes `tracking`: it holds the shard of the source that owns it
+/// (of the tracking object itself when no source owns it).
+pub fn holds_owner(ctx: &Context, tracking: &DynamicObject) -> bool {
+    let owner = tracking
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|owner| owner.kind == GitTrack::kind(&()) || owner.kind == ClusterGitTrack::kind(&()))
+        .map(|owner| owner.uid.as_str());
+    let uid = owner
+        .or(tracking.metadata.uid.as_deref())
+        .unwrap_or_default();
+    ctx.shards.holds(ctx.shards.shard_of(uid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_names_shard_and_replica_only_when_sharded() {
+        let mut status = GitSourceStatus::default();
+        assign(&mut status, 6, 4, "arbor-gitsync-1");
+        assert_eq!(status.shard, Some(4));
+        assert_eq!(status.handled_by.as_deref(), Some("arbor-gitsync-1"));
+        assign(&mut status, 1, 0, "arbor-gitsync-1");
+        assert_eq!(status, GitSourceStatus::default());
+    }
+}

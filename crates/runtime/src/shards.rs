@@ -1,0 +1,663 @@
+//! Sharing one controller's work across replicas through shard Leases (`--shards N`).
+//!
+//! With `--shards 1` (the default) nothing here runs: the component's one Lease decides which
+//! replica works, as always. With `N > 1` every replica works, each on the objects of the
+//! shards it holds; an object's shard is [`shard_of`](arbor_policy::shards::shard_of) its uid.
+//!
+//! ## The Leases
+//!
+//! - `<component>-shard-<i>` for each shard `i`: its holder works on the shard;
+//! - `<component>-member-<identity>` for each replica: it says the replica is alive, so a
+//!   replica that holds nothing yet (just started) still counts when the others compute their
+//!   fair share ([`plan_moves`](arbor_policy::shards::plan_moves)) and give up their surplus.
+//!
+//! Every renew interval the manager lists the namespace's Leases once, judges each holder's
+//! expiry by its own clock ([`LeaderElector::observe`]), asks the policy which shards to keep,
+//! take and give up, and writes only the Leases it holds or takes. A dead replica's shards are
+//! free once their Leases have gone unrenewed for a lease duration.
+//!
+//! ## Never two writers for one shard
+//!
+//! A replica works on a shard only while [`Shards::holds`] it: it renewed the shard's Lease
+//! less than the renew deadline (two thirds of the lease duration, as client-go's 10 s of 15 s)
+//! before now, counted from *before* the renewal was sent. Another replica takes the shard no
+//! sooner than a full lease duration after it saw that renewal, so the first has stopped with
+//! a third of a lease duration to spare, whatever happened to its requests.
+//!
+//! Work on a shard runs under a [`ShardGuard`], which the controller checks right before each
+//! batch of writes. Giving a shard up is a drain: the shard stops counting as held at once (no
+//! new guard, no new batch), its Lease is still renewed while any guard is out, and only when
+//! the last guard is dropped is the Lease deleted, so its next holder never starts beside a
+//! batch still writing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use arbor_policy::shards::{ShardView, plan_moves, shard_of};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::api::ListParams;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::sync::{OwnedRwLockReadGuard, RwLock, watch};
+use tokio_stream::StreamExt as _;
+use tokio_util::sync::CancellationToken;
+
+use crate::lease::{LeaderElector, LeaseConfig, Role};
+
+/// `--shards`: how many shards the component's work is cut into.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ShardArgs {
+    /// How many shard Leases share this component's work between its replicas (each object
+    /// belongs to the shard of its uid). 1: one replica at a time does all the work, under the
+    /// component's Lease.
+    #[arg(long = "shards", env = "ARBOR_SHARDS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub shards: u32,
+}
+
+/// How one replica takes part in sharding.
+#[derive(Debug, Clone)]
+pub struct ShardConfig {
+    /// The Leases' common prefix: `arbor-<component>`.
+    pub prefix: String,
+    pub namespace: String,
+    pub identity: String,
+    pub shards: u32,
+    pub lease_duration: Duration,
+    pub renew_interval: Duration,
+}
+
+impl ShardConfig {
+    /// How long after a renewal was sent this replica still works on the shard.
+    pub fn renew_deadline(&self) -> Duration {
+        self.lease_duration * 2 / 3
+    }
+
+    pub fn shard_lease(&self, shard: u32) -> String {
+        format!("{}-shard-{shard}", self.prefix)
+    }
+
+    /// This replica's membership Lease: its identity made a valid object name.
+    pub fn member_lease(&self) -> String {
+        let identity: String = self
+            .identity
+            .to_ascii_lowercase()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let name = format!("{}-member-{}", self.prefix, identity.trim_matches('-'));
+        name.chars().take(253).collect()
+    }
+
+    fn lease(&self, name: String) -> LeaseConfig {
+        LeaseConfig {
+            name,
+            namespace: self.namespace.clone(),
+            identity: self.identity.clone(),
+            lease_duration: self.lease_duration,
+            renew_interval: self.renew_interval,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ShardLabels {
+    pub shard: String,
+}
+
+/// Per shard: whether this replica holds it, and how much work it admitted for it.
+#[derive(Debug, Clone, Default)]
+pub struct ShardMetrics {
+    held: Family<ShardLabels, Gauge>,
+    work: Family<ShardLabels, Counter>,
+}
+
+impl ShardMetrics {
+    /// Registers `shard_held` and `<work>` (a counter, help text `help`) in `registry`.
+    pub fn register(registry: &mut Registry, work: &str, help: &str) -> Self {
+        let metrics = Self::default();
+        registry.register(
+            "shard_held",
+            "1 for each shard this replica holds (works on), 0 for the others",
+            metrics.held.clone(),
+        );
+        registry.register(work, help, metrics.work.clone());
+        metrics
+    }
+
+    fn labels(shard: u32) -> ShardLabels {
+        ShardLabels {
+            shard: shard.to_string(),
+        }
+    }
+}
+
+/// Which shards this replica may work on now; cheap to clone (a handle).
+#[derive(Debug, Clone)]
+pub struct Shards {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    count: u32,
+    identity: String,
+    /// `None`: every shard, always (one shard, or no election).
+    deadline: Option<Duration>,
+    /// Per shard, when its last successful renewal was sent; `None` when not held for work.
+    renewed: Mutex<Vec<Option<Instant>>>,
+    /// Per shard, shared by the guards of work in flight; taken exclusively to hand it over.
+    in_flight: Vec<Arc<RwLock<()>>>,
+    /// The shards held and how many times a shard was gained, republished on every change.
+    /// The count survives the watch's coalescing: a shard lost and gained again between two
+    /// looks still reads as a gain.
+    held: watch::Sender<Held>,
+    metrics: ShardMetrics,
+}
+
+impl Shards {
+    /// Every one of `count` shards, always: a single active replica (the component's Lease
+    /// decides which), or no leader election at all.
+    pub fn all(count: u32, identity: &str, metrics: ShardMetrics) -> Self {
+        let count = count.max(1);
+        let shards = Self::new(count, identity, None, metrics);
+        shards.publish();
+        shards
+    }
+
+    fn new(count: u32, identity: &str, deadline: Option<Duration>, metrics: ShardMetrics) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                count,
+                identity: identity.to_owned(),
+                deadline,
+                renewed: Mutex::new(vec![None; count as usize]),
+                in_flight: (0..count).map(|_| Arc::new(RwLock::new(()))).collect(),
+                held: watch::channel(Held::default()).0,
+                metrics,
+            }),
+        }
+    }
+
+    pub fn count(&self) -> u32 {
+        self.inner.count
+    }
+
+    /// The replica this is, as it names itself in the Leases (and `status.handledBy`).
+    pub fn identity(&self) -> &str {
+        &self.inner.identity
+    }
+
+    /// The shard of the object with `uid`.
+    pub fn shard_of(&self, uid: &str) -> u32 {
+        shard_of(uid, self.inner.count)
+    }
+
+    /// Whether this replica may work on `shard` now (see the module docs).
+    pub fn holds(&self, shard: u32) -> bool {
+        let Some(deadline) = self.inner.deadline else {
+            return shard < self.inner.count;
+        };
+        self.renewed()
+            .get(shard as usize)
+            .copied()
+            .flatten()
+            .is_some_and(|sent| sent.elapsed() < deadline)
+    }
+
+    /// The shards held now.
+    pub fn held(&self) -> BTreeSet<u32> {
+        (0..self.inner.count)
+            .filter(|shard| self.holds(*shard))
+            .collect()
+    }
+
+    /// Yields whenever this replica gains a shard (to look at every object again, so the new
+    /// shard's objects start at once).
+    pub fn gains(&self) -> impl tokio_stream::Stream<Item = ()> + Send + 'static {
+        let mut seen = self.inner.held.borrow().gains;
+        self.watch().filter_map(move |held| {
+            let gained = held.gains > seen;
+            seen = held.gains;
+            gained.then_some(())
+        })
+    }
+
+    /// Yields after every change of the shards held (gained, given up, or lost: a missed
+    /// renewal deadline is announced within a renew interval).
+    pub fn changes(&self) -> impl tokio_stream::Stream<Item = ()> + Send + 'static {
+        self.watch().map(drop)
+    }
+
+    fn watch(&self) -> tokio_stream::wrappers::WatchStream<Held> {
+        tokio_stream::wrappers::WatchStream::from_changes(self.inner.held.subscribe())
+    }
+
+    /// Starts work on `shard`: `None` when this replica does not hold it. A shard is handed
+    /// over only after every guard of it was dropped.
+    pub async fn guard(&self, shard: u32) -> Option<ShardGuard> {
+        let lock = self.inner.in_flight.get(shard as usize)?.clone();
+        let lock = lock.read_owned().await;
+        if !self.holds(shard) {
+            // A missed deadline is only seen here so far: publish it, so that renewing the
+            // shard reads as a gain and the work refused meanwhile is looked at again.
+            self.publish();
+            return None;
+        }
+        Some(ShardGuard {
+            shards: self.clone(),
+            shard,
+            _lock: lock,
+        })
+    }
+
+    /// Resolves once this replica no longer holds `shard` (given up, taken, or not renewed
+    /// within the deadline).
+    pub async fn lost(&self, shard: u32) {
+        let mut changes = self.inner.held.subscribe();
+        loop {
+            if !self.holds(shard) {
+                return;
+            }
+            let sent = self.renewed().get(shard as usize).copied().flatten();
+            let remaining = match (sent, self.inner.deadline) {
+                (Some(sent), Some(deadline)) => deadline.saturating_sub(sent.elapsed()),
+                // Held for good (no Leases): only a change could end it, and none comes.
+                _ => Duration::MAX,
+            };
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return },
+                () = tokio::time::sleep(remaining.min(Duration::from_secs(3600))) => {}
+            }
+        }
+    }
+
+    fn renewed(&self) -> MutexGuard<'_, Vec<Option<Instant>>> {
+        // A poisoned lock only means a panic elsewhere; the instants stay meaningful.
+        self.inner
+            .renewed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn set(&self, shard: u32, renewed: Option<Instant>) {
+        if let Some(slot) = self.renewed().get_mut(shard as usize) {
+            *slot = renewed;
+        }
+        self.publish();
+    }
+
+    /// Counts one unit of work (a round, an apply) admitted for `shard`.
+    pub fn count_work(&self, shard: u32) {
+        self.inner
+            .metrics
+            .work
+            .get_or_create(&ShardMetrics::labels(shard))
+            .inc();
+    }
+
+    fn publish(&self) {
+        let held = self.held();
+        for shard in 0..self.inner.count {
+            self.inner
+                .metrics
+                .held
+                .get_or_create(&ShardMetrics::labels(shard))
+                .set(i64::from(held.contains(&shard)));
+        }
+        self.inner.held.send_if_modified(|current| {
+            if current.shards == held {
+                return false;
+            }
+            if held.difference(&current.shards).next().is_some() {
+                current.gains += 1;
+            }
+            current.shards = held;
+            true
+        });
+    }
+}
+
+/// What [`Shards`] publishes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Held {
+    shards: BTreeSet<u32>,
+    gains: u64,
+}
+
+/// Work on one shard in flight; the shard is not handed over while it lives.
+#[derive(Debug)]
+pub struct ShardGuard {
+    shards: Shards,
+    shard: u32,
+    _lock: OwnedRwLockReadGuard<()>,
+}
+
+impl ShardGuard {
+    pub fn shard(&self) -> u32 {
+        self.shard
+    }
+
+    /// Whether the shard is still held: ask right before each batch of writes.
+    pub fn still_held(&self) -> bool {
+        self.shards.holds(self.shard)
+    }
+
+    /// Resolves once the shard is no longer held; race the work against it.
+    pub async fn lost(&self) {
+        self.shards.lost(self.shard).await;
+    }
+
+    /// Runs `work` until it ends or the shard is lost; `None` when the shard was lost first,
+    /// and then nothing more of `work` runs (its next write is never sent).
+    pub async fn while_held<F: std::future::Future>(&self, work: F) -> Option<F::Output> {
+        tokio::select! {
+            biased;
+            () = self.lost() => None,
+            output = work => Some(output),
+        }
+    }
+}
+
+/// Starts taking part in sharding; the manager runs until `release` is cancelled, then gives
+/// every shard and its membership up (after the guards in flight are dropped).
+pub fn spawn(
+    client: kube::Client,
+    config: ShardConfig,
+    metrics: ShardMetrics,
+    release: CancellationToken,
+) -> (Shards, tokio::task::JoinHandle<()>) {
+    let shards = Shards::new(
+        config.shards.max(1),
+        &config.identity,
+        Some(config.renew_deadline()),
+        metrics,
+    );
+    let manager = Manager::new(client, config, shards.clone());
+    (shards, tokio::spawn(manager.run(release)))
+}
+
+struct Manager {
+    api: Api<Lease>,
+    client: kube::Client,
+    config: ShardConfig,
+    shards: Shards,
+    member: LeaderElector,
+    electors: Vec<LeaderElector>,
+    /// Other replicas' membership Leases, each judged by its own clock.
+    others: BTreeMap<String, LeaderElector>,
+    /// Shards being given up: no longer held for work, Lease kept until no guard is out.
+    draining: BTreeSet<u32>,
+}
+
+impl Manager {
+    fn new(client: kube::Client, config: ShardConfig, shards: Shards) -> Self {
+        let electors = (0..config.shards)
+            .map(|shard| {
+                LeaderElector::new(client.clone(), config.lease(config.shard_lease(shard)))
+            })
+            .collect();
+        Self {
+            api: Api::namespaced(client.clone(), &config.namespace),
+            member: LeaderElector::new(client.clone(), config.lease(config.member_lease())),
+            client,
+            electors,
+            others: BTreeMap::new(),
+            draining: BTreeSet::new(),
+            config,
+            shards,
+        }
+    }
+
+    async fn run(mut self, release: CancellationToken) {
+        tracing::info!(shards = self.config.shards, identity = %self.config.identity, "sharing the work by shard Leases");
+        loop {
+            if let Err(error) = self.step().await {
+                tracing::warn!(%error, "shard Lease step failed");
+            }
+            // A shard whose renewal deadline passed is announced here, at the latest.
+            self.shards.publish();
+            tokio::select! {
+                () = release.cancelled() => break,
+                () = tokio::time::sleep(self.config.renew_interval) => {}
+            }
+        }
+        self.give_everything_up().await;
+    }
+
+    async fn step(&mut self) -> Result<(), crate::lease::LeaseError> {
+        // Our own membership first: the others size their share by it.
+        let _ = self.member.try_acquire_or_renew().await?;
+        let leases = match self.api.list(&ListParams::default()).await {
+            Ok(list) => list.items,
+            Err(error) => {
+                tracing::warn!(%error, namespace = %self.config.namespace, "cannot list the Leases");
+                return Ok(());
+            }
+        };
+        let by_name: BTreeMap<String, Lease> = leases
+            .into_iter()
+            .filter_map(|lease| lease.metadata.name.clone().map(|name| (name, lease)))
+            .collect();
+        let members = self.live_members(&by_name);
+        let views: Vec<ShardView> = (0..self.config.shards)
+            .map(|shard| {
+                let elector = &mut self.electors[shard as usize];
+                match by_name.get(&self.config.shard_lease(shard)) {
+                    Some(lease) => {
+                        let seen = elector.observe(lease);
+                        ShardView {
+                            holder: seen.holder,
+                            expired: seen.expired,
+                        }
+                    }
+                    None => {
+                        elector.observe_absent();
+                        ShardView::default()
+                    }
+                }
+            })
+            .collect();
+        let me = self.config.identity.clone();
+        // A shard taken by another replica is lost at once, whatever our deadline says.
+        for (shard, view) in (0..).zip(&views) {
+            if view.holder.as_deref() != Some(me.as_str()) {
+                if self.shards.holds(shard) {
+                    tracing::warn!(shard, holder = ?view.holder, "shard taken by another replica");
+                }
+                self.shards.set(shard, None);
+                self.draining.remove(&shard);
+            }
+        }
+        let moves = plan_moves(&me, &members, &views);
+        for shard in moves.release {
+            if self.draining.insert(shard) {
+                tracing::info!(
+                    shard,
+                    members = members.len(),
+                    "giving up a shard above the fair share"
+                );
+            }
+        }
+        for shard in moves.keep.iter().chain(&moves.acquire).copied() {
+            self.draining.remove(&shard);
+            self.renew(shard, true).await;
+        }
+        for shard in self.draining.clone() {
+            self.shards.set(shard, None);
+            let idle = self.shards.inner.in_flight[shard as usize]
+                .clone()
+                .try_write_owned();
+            match idle {
+                Ok(_idle) => {
+                    self.electors[shard as usize].surrender().await?;
+                    self.draining.remove(&shard);
+                    tracing::info!(shard, "gave up a shard");
+                }
+                // Work still in flight: keep the Lease until it ends.
+                Err(_) => self.renew(shard, false).await,
+            }
+        }
+        Ok(())
+    }
+
+    /// Renews (or takes) `shard`'s Lease; `for_work` says whether the shard is then held for
+    /// new work (not while draining).
+    async fn renew(&mut self, shard: u32, for_work: bool) {
+        let sent = Instant::now();
+        match self.electors[shard as usize].try_acquire_or_renew().await {
+            Ok(Role::Leader) => {
+                if for_work {
+                    if !self.shards.holds(shard) {
+                        tracing::info!(shard, "holding a shard");
+                    }
+                    self.shards.set(shard, Some(sent));
+                }
+            }
+            Ok(Role::Follower { .. }) => self.shards.set(shard, None),
+            // The deadline in `holds` ends the work if this goes on.
+            Err(error) => tracing::warn!(shard, %error, "cannot renew a shard Lease"),
+        }
+    }
+
+    /// Replicas whose membership Lease is alive, and every holder of a live shard Lease.
+    fn live_members(&mut self, leases: &BTreeMap<String, Lease>) -> BTreeSet<String> {
+        let member_prefix = format!("{}-member-", self.config.prefix);
+        let own = self.config.member_lease();
+        let mut members = BTreeSet::from([self.config.identity.clone()]);
+        self.others.retain(|name, _| leases.contains_key(name));
+        for (name, lease) in leases.range(member_prefix.clone()..) {
+            if !name.starts_with(&member_prefix) {
+                break;
+            }
+            if *name == own {
+                continue;
+            }
+            let elector = self.others.entry(name.clone()).or_insert_with(|| {
+                LeaderElector::new(self.client.clone(), self.config.lease(name.clone()))
+            });
+            let seen = elector.observe(lease);
+            if let (Some(holder), false) = (seen.holder, seen.expired) {
+                members.insert(holder);
+            }
+        }
+        members
+    }
+
+    async fn give_everything_up(&mut self) {
+        for shard in 0..self.config.shards {
+            self.shards.set(shard, None);
+        }
+        for shard in 0..self.config.shards {
+            // Every tracked writer has finished before release starts; this is the last check.
+            let _idle = self.shards.inner.in_flight[shard as usize]
+                .clone()
+                .write_owned()
+                .await;
+            if let Err(error) = self.electors[shard as usize].surrender().await {
+                tracing::warn!(shard, %error, "cannot give a shard Lease up");
+            }
+        }
+        if let Err(error) = self.member.surrender().await {
+            tracing::warn!(%error, "cannot give the membership Lease up");
+        }
+        tracing::info!("gave every shard up");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(identity: &str) -> ShardConfig {
+        ShardConfig {
+            prefix: "arbor-gitsync".into(),
+            namespace: "arbor-system".into(),
+            identity: identity.into(),
+            shards: 6,
+            lease_duration: Duration::from_secs(15),
+            renew_interval: Duration::from_secs(2),
+        }
+    }
+
+    #[test]
+    fn lease_names_follow_the_component_and_make_any_identity_a_valid_name() {
+        let config = config("Host_1:4242");
+        assert_eq!(config.shard_lease(5), "arbor-gitsync-shard-5");
+        assert_eq!(config.member_lease(), "arbor-gitsync-member-host-1-4242");
+        assert_eq!(config.renew_deadline(), Duration::from_secs(10));
+    }
+
+    #[tokio::test]
+    async fn a_single_replica_holds_every_shard_for_good() {
+        let shards = Shards::all(3, "a", ShardMetrics::default());
+        assert_eq!(shards.held(), BTreeSet::from([0, 1, 2]));
+        assert!(!shards.holds(3));
+        assert!(shards.guard(2).await.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_shard_is_not_held_past_the_renew_deadline() {
+        let shards = Shards::new(
+            2,
+            "a",
+            Some(Duration::from_millis(100)),
+            ShardMetrics::default(),
+        );
+        assert!(shards.guard(0).await.is_none());
+        shards.set(0, Some(Instant::now()));
+        let guard = shards.guard(0).await.expect("held after a renewal");
+        assert!(guard.still_held());
+        tokio::time::timeout(Duration::from_secs(2), guard.lost())
+            .await
+            .expect("the deadline ends the hold");
+        assert!(!guard.still_held());
+        assert!(!shards.holds(0));
+    }
+
+    #[tokio::test]
+    async fn a_shard_lost_and_gained_again_between_two_looks_still_reads_as_a_gain() {
+        let shards = Shards::new(
+            2,
+            "a",
+            Some(Duration::from_secs(60)),
+            ShardMetrics::default(),
+        );
+        let mut gains = std::pin::pin!(shards.gains());
+        shards.set(0, Some(Instant::now()));
+        shards.set(0, None);
+        shards.set(0, Some(Instant::now()));
+        let gained = tokio::time::timeout(Duration::from_secs(1), gains.next()).await;
+        assert_eq!(gained.ok().flatten(), Some(()));
+        // Giving a shard up is no gain.
+        shards.set(0, None);
+        let gained = tokio::time::timeout(Duration::from_millis(100), gains.next()).await;
+        assert!(gained.is_err(), "a loss read as a gain");
+    }
+
+    #[tokio::test]
+    async fn a_shard_in_use_cannot_be_handed_over_until_its_guard_is_dropped() {
+        let shards = Shards::new(
+            1,
+            "a",
+            Some(Duration::from_secs(60)),
+            ShardMetrics::default(),
+        );
+        shards.set(0, Some(Instant::now()));
+        let guard = shards.guard(0).await.unwrap();
+        let lock = shards.inner.in_flight[0].clone();
+        assert!(lock.clone().try_write_owned().is_err());
+        drop(guard);
+        assert!(lock.try_write_owned().is_ok());
+    }
+}
