@@ -414,3 +414,52 @@ async fn a_conflict_or_server_error_on_one_object_does_not_stop_the_others() -> 
     instance.stop().await;
     Ok(())
 }
+
+/// A tracking object deleted by hand while gitsync was down is finalized by the next instance
+/// only once that instance knows what the source declares: the object git still declares is
+/// never deleted (its uid stays), and its tracking object comes back. Before, a finalizer that
+/// ran before the new instance's first round saw nothing declared and deleted the object
+/// (row 5).
+#[tokio::test]
+async fn a_tracking_object_deleted_while_gitsync_was_down_never_takes_a_declared_object_with_it()
+-> anyhow::Result<()> {
+    const FLAGS: [&str; 2] = ["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"];
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("kept.yaml", &configmap(None, "kept", "1"))?;
+    let commit = repo.commit("one")?;
+    let instance = cluster.instance(&FLAGS).await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &commit).await?;
+    instance.stop().await;
+
+    let configmaps = cluster.configmaps("foo");
+    let uid = configmaps.get("kept").await?.metadata.uid;
+    let tracking = cluster.api(
+        "arbor.dev/v1alpha1",
+        "GitTrackObject",
+        "gittrackobjects",
+        Some("foo"),
+    );
+    // gitsync's finalizer keeps it Terminating until an instance decides.
+    tracking
+        .delete("configmap.kept", &Default::default())
+        .await?;
+    let instance = cluster.instance(&FLAGS).await?;
+    eventually("the tracking object to come back", || async {
+        let current = tracking.get_opt("configmap.kept").await?;
+        Ok(current
+            .filter(|object| object.metadata.deletion_timestamp.is_none())
+            .map(drop))
+    })
+    .await?;
+    let kept = configmaps.get_opt("kept").await?;
+    assert_eq!(
+        kept.and_then(|object| object.metadata.uid),
+        uid,
+        "the ConfigMap git declares was never deleted"
+    );
+    instance.stop().await;
+    Ok(())
+}

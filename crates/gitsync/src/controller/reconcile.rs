@@ -580,8 +580,8 @@ where
     // Finalizing writes (the object, the finalizer): it shares the instance's write permits.
     let _permit = ctx.writes.acquire().await.ok();
     let finalizing = tracking::Finalizing::decide(&ctx, &tracking).await?;
-    if finalizing.left_to_source_deletion(&ctx) {
-        // Look again in case that deletion never comes.
+    if finalizing.waits_for_a_round(&ctx) {
+        // Look again in case that round never comes.
         return Ok(Action::requeue(LEFT_TO_SOURCE));
     }
     // kube-runtime's finalizer helper runs the cleanup, then removes gitsync's finalizer with a

@@ -545,12 +545,16 @@ impl Finalizing {
         };
         let alive = standing == SourceStanding::Alive;
         let owning = owner.map(|(source, _)| source);
-        let still_declared = alive
-            && owning.as_ref().is_some_and(|source| {
-                ctx.registry
-                    .get(source)
-                    .is_some_and(|record| record.objects.contains_key(&tracked.key))
-            });
+        let record = owning
+            .as_ref()
+            .filter(|_| alive)
+            .and_then(|source| ctx.registry.get(source));
+        let still_declared = record
+            .as_ref()
+            .is_some_and(|record| record.objects.contains_key(&tracked.key));
+        // The registry is this instance's: empty for a source until a round of it finishes
+        // here (after a restart, or a shard taken over from another replica).
+        let declarations_known = record.as_ref().is_some_and(|record| record.good.is_some());
         let others = declared_elsewhere(ctx, owning.as_ref(), &tracked.key);
         let orphan = tracked
             .meta
@@ -567,6 +571,7 @@ impl Finalizing {
                 ctx.registry
                     .declares_inventory_kind(source, &tracked.key.group_kind)
             }),
+            declarations_known,
         });
         Ok(Self {
             tracked: Some(tracked),
@@ -576,10 +581,15 @@ impl Finalizing {
         })
     }
 
-    /// The source's deletion decides (it plans every object together: budget, namespaces last,
-    /// and removes this finalizer); asks for its round, so that it runs.
-    pub fn left_to_source_deletion(&self, ctx: &Context) -> bool {
-        let waits = self.decision == Finalize::WaitForSourceDeletion;
+    /// Whether the finalizer waits for a round of the owning source: its deletion, which plans
+    /// every object together (budget, namespaces last) and removes this finalizer, or the first
+    /// round here of a living source, without which its declarations are unknown. Asks for that
+    /// round, so that it runs.
+    pub fn waits_for_a_round(&self, ctx: &Context) -> bool {
+        let waits = matches!(
+            self.decision,
+            Finalize::WaitForSourceDeletion | Finalize::WaitForRound
+        );
         if let (true, Some(source)) = (waits, &self.owning) {
             ctx.registry.request_round(source);
         }
@@ -593,7 +603,9 @@ impl Finalizing {
             return Ok(Vec::new());
         };
         Ok(match self.decision {
-            Finalize::WaitForSourceDeletion | Finalize::Orphan => Vec::new(),
+            Finalize::WaitForSourceDeletion | Finalize::WaitForRound | Finalize::Orphan => {
+                Vec::new()
+            }
             Finalize::Recreate => self.owning.iter().cloned().collect(),
             Finalize::ReleaseToAnotherSource => {
                 tracing::info!(object = %tracked.key, declared_by = %self.others[0], "tracking object released to another source");

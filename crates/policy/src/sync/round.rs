@@ -41,7 +41,7 @@
 //! | `prune: false` deletes nothing | `prune_disabled_deletes_nothing` | `controller_pruning.rs`: `prune_false_leaves_an_object_removed_from_git_on_the_cluster` |
 //! | the mass-prune guard stops a round | `the_mass_prune_guard_blocks_the_round` | `controller_pruning.rs`: `mass_prune_guard_counts_every_round_of_the_window_across_a_restart`; `controller_safety.rs`: `a_round_that_deletes_every_namespace_is_blocked`; e2e `arborctl_diff_*` (the preview names the guard) |
 //! | rows 1–4 for declared objects | `rows_1_to_4_decide_each_declared_object` | `controller_table.rs`; e2e `arborctl_diff_previews_create_update_delete_unmanaged_and_the_prune_guard` |
-//! | finalizer: the source's deletion decides, a hand-deleted declared object is recreated, another declaring source takes it, `Orphan` releases, otherwise the table (row 5 or 8) | `finalizer_*`, `a_sources_standing_follows_its_uid_deletion_and_finalizer` | `controller_pruning.rs`: `deleting_a_source_orphans_by_default`, `pruning_or_deleting_one_source_keeps_an_object_another_declares`; `controller_table.rs`: `row_8_object_whose_sync_is_removed_is_left_on_the_cluster`; `controller_safety.rs`: `deletion_policy_orphan_leaves_every_object_when_the_source_is_deleted` |
+//! | finalizer: the source's deletion decides, a living source's round comes first where its declarations are unknown (after a restart or a shard hand-over), a hand-deleted declared object is recreated, another declaring source takes it, `Orphan` releases, otherwise the table (row 5 or 8) | `finalizer_*`, `a_sources_standing_follows_its_uid_deletion_and_finalizer` | `controller_pruning.rs`: `deleting_a_source_orphans_by_default`, `pruning_or_deleting_one_source_keeps_an_object_another_declares`; `controller_table.rs`: `row_8_object_whose_sync_is_removed_is_left_on_the_cluster`; `controller_safety.rs`: `deletion_policy_orphan_leaves_every_object_when_the_source_is_deleted`, `a_tracking_object_deleted_while_gitsync_was_down_never_takes_a_declared_object_with_it` |
 //!
 //! A round decides its declared objects one by one as it writes them (their live objects are
 //! read again after CustomResourceDefinitions and Namespaces are applied), with the same table
@@ -440,6 +440,9 @@ pub struct FinalizeInput {
     pub orphan: bool,
     /// Whether the owning source declares the object's kind (its Sync); `None` when unknown.
     pub kind_declared: Option<bool>,
+    /// Whether this instance knows what the owning source declares now: a round of it has
+    /// finished here since the instance started (or took the source's shard).
+    pub declarations_known: bool,
 }
 
 /// What the finalizer does.
@@ -447,6 +450,10 @@ pub struct FinalizeInput {
 pub enum Finalize {
     /// Keep the finalizer; the source's deletion plans every object together.
     WaitForSourceDeletion,
+    /// Keep the finalizer and ask the living source for a round: what it declares is not known
+    /// here yet (after a restart or a shard hand-over), and deciding without it could delete an
+    /// object the source still declares.
+    WaitForRound,
     /// Let the tracking object go and ask the source for a round, which recreates it.
     Recreate,
     /// Let the tracking object go; the declaring source takes the object at its next round.
@@ -463,6 +470,9 @@ pub fn finalize(input: FinalizeInput) -> Finalize {
     let alive = input.source == SourceStanding::Alive;
     if input.source == SourceStanding::Deleting {
         return Finalize::WaitForSourceDeletion;
+    }
+    if alive && !input.declarations_known {
+        return Finalize::WaitForRound;
     }
     if alive && input.still_declared {
         return Finalize::Recreate;
@@ -862,6 +872,33 @@ mod tests {
             declared_elsewhere: false,
             orphan: false,
             kind_declared: Some(true),
+            declarations_known: true,
+        }
+    }
+
+    #[test]
+    fn finalizer_waits_for_a_round_while_a_living_sources_declarations_are_unknown_here() {
+        let unknown = FinalizeInput {
+            declarations_known: false,
+            ..finalizing(SourceStanding::Alive)
+        };
+        assert_eq!(finalize(unknown), Finalize::WaitForRound);
+        // Not knowing a deleted or deleting source's declarations changes nothing: it declares
+        // nothing any more, or its deletion decides.
+        for (source, decision) in [
+            (SourceStanding::Deleting, Finalize::WaitForSourceDeletion),
+            (
+                SourceStanding::Gone,
+                Finalize::ApplyTable {
+                    sync_declared: true,
+                },
+            ),
+        ] {
+            let input = FinalizeInput {
+                declarations_known: false,
+                ..finalizing(source)
+            };
+            assert_eq!(finalize(input), decision, "{source:?}");
         }
     }
 
