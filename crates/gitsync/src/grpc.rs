@@ -111,7 +111,7 @@ impl SyncServiceImpl {
             namespace: key.namespace.as_deref(),
             name: &key.name,
             sync_declared,
-            desired: declared.map(|(_, _, record)| &record.desired),
+            desired: declared.map(|(_, _, record)| &*record.desired),
             compare: &compare,
         };
         let live = match self.ctx.applier.live(&target).await {

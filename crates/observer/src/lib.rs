@@ -11,7 +11,8 @@
 //!   objects through a finalizer. What to do, and when to stop and start the observer, is
 //!   decided by `arbor_policy::observe`.
 //! * One [`observer`] per Application, a task with its own cancellation token held by the
-//!   [`registry`]: it watches the Application's objects, projects them through the observer
+//!   [`registry`]: it follows the Application's objects through the [`shared_watch`]es (one
+//!   watch per kind and namespace for all observers), projects them through the observer
 //!   schema and writes `status.lastObservedManifest` when the projection changes. The
 //!   controller sees last applied and last observed differ and re-applies: drift of an
 //!   observed field is healed; a change to a field the schema does not observe is left alone.
@@ -36,6 +37,7 @@ pub mod observer;
 pub mod registry;
 pub mod resolve;
 pub mod service;
+pub mod shared_watch;
 pub mod status;
 
 use std::net::SocketAddr;
@@ -194,6 +196,7 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
     let context = Arc::new(Context {
         observers: ObserverContext {
             resolver: resolver.clone(),
+            watches: shared_watch::SharedWatches::new(resolver.clone()),
             registry: registry.clone(),
             drift: drift.clone(),
         },

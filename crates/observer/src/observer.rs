@@ -1,7 +1,8 @@
 //! One Application's observer.
 //!
-//! It follows the Application's objects by watch (one watch per object, on its kind, with a
-//! `metadata.name` field selector) and checks again every `observePeriod` as a floor, re-reading
+//! It follows the Application's objects through the [`SharedWatches`] (one watch per kind and
+//! namespace, whichever Applications' objects it serves) and checks again every
+//! `observePeriod` as a floor, re-reading
 //! the objects and the Application's stored status, so an event it missed or a status someone
 //! else overwrote is caught. Each check projects the live objects through the observer schema
 //! ([`observe`]); when the projection differs from the stored last observed manifest, it is
@@ -17,16 +18,16 @@ use arbor_policy::observe::{Observation, ObserverSchema, ResourceDelta, Resource
 use arbor_proto::v1::{DriftEvent, DriftKind};
 use futures::stream::{self, BoxStream, StreamExt};
 use kube::Api;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
+use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::convert::{self, application_ref, resource_ref};
 use crate::error::Error;
 use crate::registry::{AppKey, ObserverRegistry};
 use crate::resolve::Resolver;
+use crate::shared_watch::{ObjectEvent, SharedWatches, Subscription};
 use crate::status::{OBSERVER_WATCH_FIELD_MANAGER, apply_status};
 
 /// Pause between attempts to start an observer whose objects' kinds cannot be resolved.
@@ -44,10 +45,11 @@ pub struct ObserverSpec {
     pub period: Duration,
 }
 
-/// What observers share: the API, the registry and the drift channel.
+/// What observers share: the API, the watches, the registry and the drift channel.
 #[derive(Debug, Clone)]
 pub struct ObserverContext {
     pub resolver: Resolver,
+    pub watches: SharedWatches,
     pub registry: ObserverRegistry,
     pub drift: broadcast::Sender<DriftEvent>,
 }
@@ -55,9 +57,9 @@ pub struct ObserverContext {
 /// Runs the observer of `spec` until `token` is cancelled.
 pub async fn run(context: ObserverContext, spec: ObserverSpec, token: CancellationToken) {
     // Discovery may fail for a while (API server restarting): keep trying until stopped.
-    let mut observer = loop {
+    let (mut observer, mut events) = loop {
         match Observer::new(context.clone(), spec.clone()).await {
-            Ok(observer) => break observer,
+            Ok(started) => break started,
             Err(error) => {
                 tracing::warn!(application = %spec.key, %error, "observer cannot start yet");
                 tokio::select! {
@@ -67,7 +69,6 @@ pub async fn run(context: ObserverContext, spec: ObserverSpec, token: Cancellati
             }
         }
     };
-    let mut events = observer.watches();
     let mut tick = tokio::time::interval(observer.spec.period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The first tick is immediate; the watches' initial lists do that job.
@@ -88,82 +89,64 @@ pub async fn run(context: ObserverContext, spec: ObserverSpec, token: Cancellati
     }
 }
 
-type WatchEvent = (
-    usize,
-    Result<Event<kube::core::DynamicObject>, watcher::Error>,
-);
+/// An event of the object of the schema resource at the index.
+type IndexedEvent = (usize, ObjectEvent);
 
 struct Observer {
     context: ObserverContext,
     spec: ObserverSpec,
     apps: Api<Application>,
     objects: Vec<Api<kube::core::DynamicObject>>,
+    /// Held for as long as the observer runs: dropping them unsubscribes.
+    _subscriptions: Vec<Subscription>,
     /// The live object of each schema resource, `None` when absent.
     live: Vec<Option<Value>>,
-    /// Objects listed since the last `Init` of each watch, until its `InitDone`.
-    relisting: Vec<Option<Value>>,
-    /// Whether each watch has delivered its initial list.
+    /// Whether each object's watch has listed.
     listed: Vec<bool>,
 }
 
 impl Observer {
-    async fn new(context: ObserverContext, spec: ObserverSpec) -> Result<Self, Error> {
-        let mut objects = Vec::with_capacity(spec.schema.resources.len());
-        for resource in &spec.schema.resources {
+    /// The observer of `spec`, subscribed to its objects, and their events.
+    async fn new(
+        context: ObserverContext,
+        spec: ObserverSpec,
+    ) -> Result<(Self, BoxStream<'static, IndexedEvent>), Error> {
+        let count = spec.schema.resources.len();
+        let mut objects = Vec::with_capacity(count);
+        let mut subscriptions = Vec::with_capacity(count);
+        let mut streams = Vec::with_capacity(count);
+        for (index, resource) in spec.schema.resources.iter().enumerate() {
             objects.push(context.resolver.api_for(&resource.id).await?);
+            let (subscription, events) = context.watches.subscribe(&resource.id).await?;
+            subscriptions.push(subscription);
+            streams.push(
+                UnboundedReceiverStream::new(events)
+                    .map(move |event| (index, event))
+                    .boxed(),
+            );
         }
-        let count = objects.len();
-        Ok(Self {
+        let observer = Self {
             apps: Api::namespaced(context.resolver.client(), &spec.key.namespace),
             context,
             spec,
             objects,
+            _subscriptions: subscriptions,
             live: vec![None; count],
-            relisting: vec![None; count],
             listed: vec![false; count],
-        })
-    }
-
-    fn watches(&self) -> BoxStream<'static, WatchEvent> {
-        let streams = self
-            .spec
-            .schema
-            .resources
-            .iter()
-            .zip(&self.objects)
-            .enumerate()
-            .map(|(index, (resource, api))| {
-                let config = watcher::Config::default()
-                    .fields(&format!("metadata.name={}", resource.id.name));
-                watcher::watcher(api.clone(), config)
-                    .default_backoff()
-                    .map(move |event| (index, event))
-                    .boxed()
-            });
-        stream::select_all(streams).boxed()
-    }
-
-    async fn on_event(
-        &mut self,
-        index: usize,
-        event: Result<Event<kube::core::DynamicObject>, watcher::Error>,
-    ) -> Result<(), Error> {
-        let event = match event {
-            Ok(event) => event,
-            Err(error) => {
-                tracing::debug!(application = %self.spec.key, %error, "watch error; the watch restarts");
-                return Ok(());
-            }
         };
+        Ok((observer, stream::select_all(streams).boxed()))
+    }
+
+    async fn on_event(&mut self, index: usize, event: ObjectEvent) -> Result<(), Error> {
         match event {
-            Event::Apply(object) => self.live[index] = Some(self.complete(index, &object)?),
-            Event::Delete(_) => self.live[index] = None,
-            Event::Init => self.relisting[index] = None,
-            Event::InitApply(object) => {
-                self.relisting[index] = Some(self.complete(index, &object)?);
+            ObjectEvent::Applied(object) => {
+                self.live[index] = Some(self.complete(index, &object)?);
             }
-            Event::InitDone => {
-                self.live[index] = self.relisting[index].take();
+            ObjectEvent::Deleted => self.live[index] = None,
+            ObjectEvent::Listed(object) => {
+                self.live[index] = object
+                    .map(|object| self.complete(index, &object))
+                    .transpose()?;
                 self.listed[index] = true;
             }
         }

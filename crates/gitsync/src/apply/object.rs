@@ -51,7 +51,9 @@ pub fn applied_form(declared: &Value, namespace: Option<&str>, marks: &Marks<'_>
 }
 
 /// A live object as JSON, with the `apiVersion` and `kind` that list responses may leave out
-/// (the comparison with the declaration reads them).
+/// (the comparison with the declaration reads them), and without its managedFields: the
+/// comparison ignores them (they are server-owned metadata), while a round keeps every live
+/// object of its kinds and managedFields are often as large as the rest of the object.
 pub fn live_value(
     gvk: &GroupVersionKind,
     object: &DynamicObject,
@@ -60,6 +62,9 @@ pub fn live_value(
     if let Some(fields) = value.as_object_mut() {
         fields.insert("apiVersion".into(), Value::String(gvk.api_version()));
         fields.insert("kind".into(), Value::String(gvk.kind.clone()));
+        if let Some(Value::Object(metadata)) = fields.get_mut("metadata") {
+            metadata.remove("managedFields");
+        }
     }
     Ok(value)
 }
@@ -80,6 +85,25 @@ fn insert_entry(metadata: &mut Map<String, Value>, map: &str, key: &str, value: 
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn live_value_names_its_kind_and_drops_managed_fields() {
+        let object: DynamicObject = serde_json::from_value(json!({
+            "metadata": {"name": "a", "namespace": "team", "resourceVersion": "7",
+                "managedFields": [{"manager": "arbor-gitsync", "operation": "Apply"}]},
+            "data": {"k": "v"},
+        }))
+        .unwrap();
+        let gvk = GroupVersionKind::from_api_version("v1", "ConfigMap");
+        assert_eq!(
+            live_value(&gvk, &object).unwrap(),
+            json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a", "namespace": "team", "resourceVersion": "7"},
+                "data": {"k": "v"},
+            })
+        );
+    }
 
     #[test]
     fn applied_form_marks_the_object_and_drops_server_fields() {

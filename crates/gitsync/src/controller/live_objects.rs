@@ -2,7 +2,8 @@
 //!
 //! A full round compares every declared object with its live object; listing each kind once
 //! (in the GitTrack's namespace, or cluster-wide for a ClusterGitTrack) costs one request per
-//! kind instead of one per object.
+//! kind instead of one per object. Lists are read in pages, so a kind of 100,000 objects is
+//! never one response held whole next to the values made from it.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -12,6 +13,9 @@ use serde_json::Value;
 
 use crate::apply::object::live_value;
 use crate::apply::{ApplyError, Discovery, ServedKind};
+
+/// Objects per list request: kube-apiserver's own page size for informers.
+const LIST_PAGE: u32 = 500;
 
 /// The live objects of some kinds, by key.
 #[derive(Debug, Default)]
@@ -29,20 +33,27 @@ impl Snapshot {
         let mut objects = HashMap::new();
         for (gvk, served) in kinds {
             let api = discovery.api(served, namespace);
-            let list =
-                api.list(&ListParams::default())
+            let mut params = ListParams::default().limit(LIST_PAGE);
+            loop {
+                let page = api
+                    .list(&params)
                     .await
                     .map_err(|source| ApplyError::Write {
                         verb: "list",
                         object: gvk.to_string(),
                         source: Box::new(source),
                     })?;
-            for item in &list.items {
-                let Ok(value) = live_value(gvk, item) else {
-                    continue;
-                };
-                if let Ok(key) = ObjectKey::of(&value) {
-                    objects.insert(key, value);
+                for item in &page.items {
+                    let Ok(value) = live_value(gvk, item) else {
+                        continue;
+                    };
+                    if let Ok(key) = ObjectKey::of(&value) {
+                        objects.insert(key, value);
+                    }
+                }
+                match page.metadata.continue_.filter(|token| !token.is_empty()) {
+                    Some(token) => params = params.continue_token(&token),
+                    None => break,
                 }
             }
         }

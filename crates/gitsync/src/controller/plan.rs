@@ -5,6 +5,8 @@
 //! before everything else, because the kinds and namespaces of the other objects may depend on
 //! them. [`Planner::plan`] takes which part to plan.
 
+use std::sync::Arc;
+
 use arbor_api::keys::{ArborKeys, Keys};
 use arbor_policy::layout::{DeclaredObject, DeclaredState};
 use arbor_policy::object::{GroupKind, GroupVersionKind, ObjectKey, gvk};
@@ -48,8 +50,9 @@ pub struct PlannedObject {
     pub gvk: GroupVersionKind,
     pub served: ServedKind,
     pub tracking: TrackingObject,
-    /// The applied form.
-    pub desired: Value,
+    /// The applied form, shared with the registry's record of the object (one copy per
+    /// object, however many hold it).
+    pub desired: Arc<Value>,
     pub file: String,
     pub inherited_from: Option<String>,
     pub compare: CompareFields,
@@ -68,7 +71,7 @@ pub struct Unapplied {
     pub key: ObjectKey,
     pub gvk: Option<GroupVersionKind>,
     pub file: String,
-    pub declared: Value,
+    pub declared: Arc<Value>,
     pub why: Why,
 }
 
@@ -112,7 +115,7 @@ impl Planner<'_> {
                 key: key.clone(),
                 gvk,
                 file: declared.source.path.clone(),
-                declared: declared.object.clone(),
+                declared: Arc::new(declared.object.clone()),
                 why,
             };
             // The layout checked every object's identity; a failure here is not expected.
@@ -157,7 +160,7 @@ impl Planner<'_> {
                     namespace: namespace.clone(),
                     ..key.clone()
                 },
-                desired: applied_form(&declared.object, namespace.as_deref(), &marks),
+                desired: Arc::new(applied_form(&declared.object, namespace.as_deref(), &marks)),
                 gvk: object_gvk,
                 served,
                 tracking,

@@ -24,8 +24,8 @@ pub struct ObjectRecord {
     /// The repository file, relative to subPath.
     pub file: String,
     pub inherited_from: Option<String>,
-    /// The applied form (for ignored objects: the declaration).
-    pub desired: Value,
+    /// The applied form (for ignored objects: the declaration), shared with the round's plan.
+    pub desired: Arc<Value>,
     pub compare_fields: Vec<String>,
     pub state: ObjectState,
     pub message: String,
