@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use arbor_gitsync::apply::Discovery;
-use arbor_gitsync::controller::live::Snapshot;
+use arbor_gitsync::controller::live_objects::Snapshot;
 use arbor_kube_emu::KubeEmu;
 use arbor_policy::object::{GroupVersionKind, ObjectKey};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};

@@ -35,7 +35,7 @@ async fn create_config_map(client: &kube::Client, namespace: &str, name: &str, m
 }
 
 async fn next(events: &mut UnboundedReceiver<ObjectEvent>) -> ObjectEvent {
-    tokio::time::timeout(PATIENCE, events.recv())
+    tokio::time::timeout(PATIENCE.timeout, events.recv())
         .await
         .expect("an event in time")
         .expect("the subscription is open")
