@@ -46,8 +46,11 @@ fn library_codes(repo: &Path, args: &[String]) -> BTreeSet<ErrorCode> {
 #[test]
 fn every_error_code_has_a_bad_fixture() {
     let covered: BTreeSet<_> = bad_fixtures().into_iter().map(|(code, _)| code).collect();
+    // ARB3xxx are the running controller's (the cluster, the repository server, the source's
+    // spec): no repository shows them, and the controller's tests do.
     let missing: Vec<_> = ErrorCode::ALL
         .iter()
+        .filter(|code| !code.as_str().starts_with("ARB3"))
         .filter(|code| !covered.contains(code))
         .collect();
     assert!(missing.is_empty(), "codes without a fixture: {missing:?}");
