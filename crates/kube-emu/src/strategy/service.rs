@@ -117,18 +117,15 @@ fn drop_type_dependent_fields(old: &Value, new: &mut Value) {
             }
         }
     }
-    if service_type(old) == "LoadBalancer"
-        && service_type(new) != "LoadBalancer"
-        && old["spec"].get("allocateLoadBalancerNodePorts").is_some()
-        && same(new, "allocateLoadBalancerNodePorts")
-    {
-        wipe.push("allocateLoadBalancerNodePorts");
-    }
-    if service_type(old) == "LoadBalancer"
-        && service_type(new) != "LoadBalancer"
-        && same(new, "loadBalancerClass")
-    {
-        wipe.push("loadBalancerClass");
+    if service_type(old) == "LoadBalancer" && service_type(new) != "LoadBalancer" {
+        if old["spec"].get("allocateLoadBalancerNodePorts").is_some()
+            && same(new, "allocateLoadBalancerNodePorts")
+        {
+            wipe.push("allocateLoadBalancerNodePorts");
+        }
+        if same(new, "loadBalancerClass") {
+            wipe.push("loadBalancerClass");
+        }
     }
     if externally_accessible(old)
         && !externally_accessible(new)
