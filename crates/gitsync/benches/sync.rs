@@ -212,6 +212,13 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let initial = started.elapsed();
     let initial_writes = emu.requests().writes();
+    // The status shows the commit just before the round is counted as finished: wait for the
+    // count, so that the full rounds below are the ones measured.
+    running
+        .context()
+        .registry
+        .wait_for_round(&source, 0, PATIENCE)
+        .await;
     // Let the events of the first round land before measuring the resync.
     full_round(&running, &source).await;
 

@@ -36,6 +36,11 @@
 //! Deleting a source is [`deletion`]: its finalizer holds it until its inventory is disposed of
 //! as [`plan_deletion`](arbor_policy::sync::prune::plan_deletion) says.
 //!
+//! A round reads its source's tracking objects from the finalizer's watch, not with a LIST
+//! ([`tracking_store`]): only once that watch shows every write this replica made before, so a
+//! round right after another never acts on a copy that misses the last one's creates; the
+//! inventory and the live objects are read side by side.
+//!
 //! A preview ([`preview`], `SyncService.Preview`, `arborctl diff`) observes what a round
 //! observes and asks the same plan about a revision or sent files, deciding every declared
 //! object; it writes nothing.
@@ -66,6 +71,7 @@ pub mod shard;
 pub mod source_handle;
 pub mod status;
 pub mod tracking;
+pub mod tracking_store;
 
 use std::sync::Arc;
 
@@ -92,6 +98,9 @@ pub struct Context {
     /// Clients acting as GitTracks' service accounts ([`identity`]).
     pub impersonation: Arc<identity::Impersonation>,
     pub registry: Arc<Registry>,
+    /// The tracking objects as the finalizer's watches hold them, which rounds read their
+    /// inventories from ([`tracking_store`]).
+    pub tracking: Arc<tracking_store::TrackingStores>,
     pub metrics: Arc<metrics::Metrics>,
     pub recorder: Recorder,
     /// The shards whose sources this replica syncs ([`shard`]).

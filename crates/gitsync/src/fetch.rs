@@ -46,6 +46,7 @@
 //! parallel.
 
 mod cache;
+pub use cache::hex;
 mod callbacks;
 mod checkout;
 mod classify;

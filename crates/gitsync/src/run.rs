@@ -234,6 +234,7 @@ pub async fn start(
         writes: Arc::new(tokio::sync::Semaphore::new(settings.max_concurrent_writes)),
         settings: Arc::new(settings),
         registry: Arc::new(registry),
+        tracking: Arc::default(),
         metrics,
         recorder: Recorder::new(client, reporter),
         shards,

@@ -35,6 +35,7 @@ use serde_json::json;
 
 use super::Context;
 use super::error::{self, ControllerError};
+use super::live_objects::LIST_PAGE;
 use super::reconcile::SourceKind;
 use super::source_handle::SourceHandle;
 use super::status;
@@ -292,28 +293,39 @@ async fn foreign_contents(
             for namespace in &namespaces {
                 let api: Api<DynamicObject> =
                     Api::namespaced_with(ctx.client.clone(), namespace, &resource);
-                let listed = match api.list(&ListParams::default()).await {
-                    Ok(listed) => listed,
-                    Err(kube::Error::Api(status)) if status.code == 404 => continue,
-                    Err(error) => {
-                        return Err(ControllerError::kube(
-                            "list",
-                            format!("{} in namespace {namespace}", resource.plural),
-                            error,
-                        ));
-                    }
-                };
-                for object in listed.items {
-                    let key = ObjectKey {
-                        group_kind: GroupKind::new(resource.group.clone(), resource.kind.clone()),
-                        namespace: Some((*namespace).to_owned()),
-                        name: object.name_any(),
+                // Names are all it needs: metadata only, in pages.
+                let mut params = ListParams::default().limit(LIST_PAGE);
+                loop {
+                    let page = match api.list_metadata(&params).await {
+                        Ok(page) => page,
+                        Err(kube::Error::Api(status)) if status.code == 404 => break,
+                        Err(error) => {
+                            return Err(ControllerError::kube(
+                                "list",
+                                format!("{} in namespace {namespace}", resource.plural),
+                                error,
+                            ));
+                        }
                     };
-                    if !made_by_the_cluster(&key) && !inventory.contains_key(&key) {
-                        foreign
-                            .entry((*namespace).to_owned())
-                            .or_default()
-                            .insert(key);
+                    for object in &page.items {
+                        let key = ObjectKey {
+                            group_kind: GroupKind::new(
+                                resource.group.clone(),
+                                resource.kind.clone(),
+                            ),
+                            namespace: Some((*namespace).to_owned()),
+                            name: object.name_any(),
+                        };
+                        if !made_by_the_cluster(&key) && !inventory.contains_key(&key) {
+                            foreign
+                                .entry((*namespace).to_owned())
+                                .or_default()
+                                .insert(key);
+                        }
+                    }
+                    match page.metadata.continue_.filter(|token| !token.is_empty()) {
+                        Some(token) => params = params.continue_token(&token),
+                        None => break,
                     }
                 }
             }

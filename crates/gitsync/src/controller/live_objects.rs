@@ -15,7 +15,7 @@ use crate::apply::object::live_value;
 use crate::apply::{ApplyError, Discovery, ServedKind};
 
 /// Objects per list request: kube-apiserver's own page size for informers.
-const LIST_PAGE: u32 = 500;
+pub(super) const LIST_PAGE: u32 = 500;
 
 /// The live objects of some kinds, by key.
 #[derive(Debug, Default)]

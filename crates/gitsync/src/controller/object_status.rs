@@ -114,17 +114,24 @@ pub async fn record(
         return Ok(false);
     };
     let status = json!({ "conditions": conditions });
-    let result = match tracking {
+    let (namespace, version) = match tracking {
         TrackingObject::GitTrackObject { namespace } => {
             let api: Api<GitTrackObject> = Api::namespaced(ctx.client.clone(), namespace);
-            apply_status(&api, name, Some(namespace), status).await
+            let written = apply_status(&api, name, Some(namespace), status).await;
+            (
+                Some(namespace.as_str()),
+                written.map(|object| object.metadata.resource_version),
+            )
         }
         TrackingObject::ClusterGitTrackObject => {
             let api: Api<ClusterGitTrackObject> = Api::all(ctx.client.clone());
-            apply_status(&api, name, None, status).await
+            let written = apply_status(&api, name, None, status).await;
+            (None, written.map(|object| object.metadata.resource_version))
         }
     };
-    result.map_err(|source| ControllerError::kube("write the condition of", name, source))?;
+    let version =
+        version.map_err(|source| ControllerError::kube("write the condition of", name, source))?;
+    ctx.tracking.wrote(namespace, name, version.as_deref());
     Ok(true)
 }
 

@@ -13,7 +13,7 @@ use arbor_api::source::{
 use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, GitSource, GitTrack, GitTrackObject};
 use arbor_policy::ownership::NamespaceScope;
 use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened, object_name};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt as _};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams};
@@ -21,7 +21,8 @@ use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -39,6 +40,7 @@ use super::shard;
 use super::source_handle::SourceHandle;
 use super::status::{self, Outcome, RoundReport};
 use super::tracking::{self, TrackingKind};
+use super::tracking_store::{self, version_of};
 
 /// How soon a failed reconcile is retried.
 const RETRY: Duration = Duration::from_secs(5);
@@ -129,9 +131,14 @@ pub fn spawn(
             ))
         }));
     }
-    if let Some(api) = scoped_api::<GitTrackObject>(&ctx.client, &watches.gittrack_objects()) {
+    let tracking_scope = watches.gittrack_objects();
+    if let Some(api) = scoped_api::<GitTrackObject>(&ctx.client, &tracking_scope) {
+        let writer = Writer::new(api_resource::<GitTrackObject>());
+        ctx.tracking
+            .watch_gittrack_objects(writer.as_reader(), tracking_scope);
         tasks.push(tokio::spawn(run_tracking::<GitTrackObject>(
             api,
+            writer,
             ctx.clone(),
             token.clone(),
         )));
@@ -139,8 +146,12 @@ pub fn spawn(
     if watches.cluster_gittrack_objects {
         let api = scoped_api::<ClusterGitTrackObject>(&ctx.client, &NamespaceScope::AllNamespaces);
         tasks.extend(api.map(|api| {
+            let writer = Writer::new(api_resource::<ClusterGitTrackObject>());
+            ctx.tracking
+                .watch_cluster_gittrack_objects(writer.as_reader());
             tokio::spawn(run_tracking::<ClusterGitTrackObject>(
                 api,
+                writer,
                 ctx.clone(),
                 token.clone(),
             ))
@@ -518,8 +529,12 @@ fn retry_source<K: SourceKind>(
     Action::requeue(RETRY)
 }
 
-async fn run_tracking<K>(api: Api<DynamicObject>, ctx: Arc<Context>, token: CancellationToken)
-where
+async fn run_tracking<K>(
+    api: Api<DynamicObject>,
+    writer: Writer<DynamicObject>,
+    ctx: Arc<Context>,
+    token: CancellationToken,
+) where
     K: TrackingKind + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     // Bounded: a prune or a garbage-collected source turns thousands of tracking objects
@@ -530,7 +545,27 @@ where
         tokio::time::sleep(SWEEP_EVERY).await;
         Some(((), ()))
     });
-    Controller::new_with(api, watcher::Config::default(), api_resource::<K>())
+    // The watch's store is also the rounds' inventory ([`tracking_store`]), each copy trimmed to
+    // what the finalizer and the rounds read.
+    let reader = writer.as_reader();
+    let namespaced = K::kind(&()) == "GitTrackObject";
+    let stores = ctx.tracking.clone();
+    let mut relisted = None;
+    let watched = watcher(api, watcher::Config::default())
+        .modify(tracking_store::trim)
+        .reflect(writer)
+        // Told only once the store holds the event (see `tracking_store`): a relist's objects
+        // replace the store together at its end.
+        .inspect_ok(move |event| match event {
+            watcher::Event::Apply(object) | watcher::Event::Delete(object) => {
+                stores.saw(namespaced, version_of(object));
+            }
+            watcher::Event::Init => relisted = None,
+            watcher::Event::InitApply(object) => relisted = relisted.max(version_of(object)),
+            watcher::Event::InitDone => stores.saw(namespaced, relisted.take()),
+        })
+        .applied_objects();
+    Controller::for_stream_with(watched, reader, api_resource::<K>())
         .with_config(controller::Config::default().concurrency(FINALIZER_CONCURRENCY))
         .reconcile_all_on(sweeps)
         .graceful_shutdown_on(token.cancelled_owned())
@@ -594,6 +629,7 @@ where
         None => Api::all_with(ctx.client.clone(), &resource),
     };
     let mut rounds = Vec::new();
+    let (namespace, before) = (object.namespace(), object.resource_version());
     let finalized = finalizer(&api, GITSYNC_FINALIZER, object, |event| {
         // Only a Terminating tracking object holding the finalizer comes this far, so the event
         // is its cleanup; an `Apply` would have nothing to do.
@@ -608,7 +644,9 @@ where
     })
     .await;
     match finalized {
-        Ok(_) => {}
+        Ok(_) => ctx
+            .tracking
+            .let_go(namespace.as_deref(), &name, before.as_deref()),
         // Gone meanwhile: nothing is left to let go.
         Err(FinalizerError::RemoveFinalizer(kube::Error::Api(status))) if status.code == 404 => {}
         Err(FinalizerError::CleanupFailed(error) | FinalizerError::ApplyFailed(error)) => {

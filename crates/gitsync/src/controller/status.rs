@@ -329,6 +329,7 @@ pub async fn write(
         json!(status),
     )
     .await
+    .map(drop)
     .map_err(|source| ControllerError::kube("write status of", name, source))
 }
 
@@ -340,7 +341,7 @@ pub async fn apply_status<K>(
     name: &str,
     namespace: Option<&str>,
     status: Value,
-) -> Result<(), kube::Error>
+) -> Result<K, kube::Error>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -360,7 +361,7 @@ async fn apply_status_as<K>(
     name: &str,
     namespace: Option<&str>,
     status: Value,
-) -> Result<(), kube::Error>
+) -> Result<K, kube::Error>
 where
     K: Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -380,7 +381,6 @@ where
         &Patch::Apply(&patch),
     )
     .await
-    .map(drop)
 }
 
 #[cfg(test)]

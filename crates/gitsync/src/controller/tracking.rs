@@ -14,6 +14,7 @@
 //! `finalizer` helper, which lets the tracking object go once it succeeded.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use arbor_api::keys::{GITSYNC_FIELD_MANAGER, GITSYNC_FINALIZER, SourceRef};
 use arbor_api::source::DeletionPolicy;
@@ -30,8 +31,10 @@ use serde_json::{Value, json};
 
 use super::Context;
 use super::error::ControllerError;
+use super::live_objects::LIST_PAGE;
 use super::plan::PlannedObject;
 use super::source_handle::SourceHandle;
+use super::tracking_store;
 use crate::apply::{ApplyError, Target};
 
 /// Name (under the key domain) of the annotation recording the source's deletion policy on a
@@ -114,27 +117,42 @@ pub struct Tracked {
     pub name: String,
     pub namespace: Option<String>,
     pub meta: ObjectMeta,
-    pub data: Value,
+    /// The digest of `spec.data` ([`tracking_store::data_digest`]); `None` where it is not
+    /// compared (the finalizer decides on the identity alone).
+    pub data_digest: Option<String>,
     pub payload_digest: Option<String>,
     pub conditions: Vec<Condition>,
 }
 
 impl Tracked {
-    fn of<K: TrackingKind>(object: &K) -> Option<Self> {
-        let data = object.data().clone();
+    /// A tracking object as listed or watched (whole, or trimmed by the watch), `None` when it
+    /// does not say what it tracks.
+    fn listed<K>(object: &DynamicObject) -> Result<Option<Self>, DecodeError>
+    where
+        K: TrackingKind + serde::de::DeserializeOwned,
+    {
+        let decoded = decode_tracking::<K>(object)?;
+        Ok(Self::of(
+            &decoded,
+            tracking_store::stored_data_digest(object),
+        ))
+    }
+
+    fn of<K: TrackingKind>(object: &K, data_digest: Option<String>) -> Option<Self> {
+        let data = object.data();
         let namespace = object.meta().namespace.clone();
-        let mut key = ObjectKey::of(&data).ok()?;
+        let mut key = ObjectKey::of(data).ok()?;
         key.namespace = namespace.clone().or(key.namespace);
         if K::kind(&()) == "ClusterGitTrackObject" {
             key.namespace = None;
         }
         Some(Self {
-            gvk: gvk(&data).ok()?,
+            gvk: gvk(data).ok()?,
             key,
             name: object.name_any(),
             namespace,
             meta: object.meta().clone(),
-            data,
+            data_digest,
             payload_digest: object.payload_digest().map(str::to_owned),
             conditions: object.conditions().to_vec(),
         })
@@ -193,14 +211,14 @@ pub struct Inventory {
     pub unowned: BTreeSet<ObjectKey>,
 }
 
-/// Every tracking object `handle` can see, by the key of the object it tracks.
+/// Every tracking object `handle` can see, by the key of the object it tracks: from the
+/// watches once they show this replica's earlier writes ([`tracking_store`]), listed otherwise.
 pub async fn list_inventory(
     ctx: &Context,
     handle: &SourceHandle,
 ) -> Result<Inventory, ControllerError> {
     let mut inventory = Inventory::default();
-    let mut collect = |tracked: Option<Tracked>| {
-        let Some(tracked) = tracked else { return };
+    let mut collect = |tracked: Tracked| {
         if tracked.owned_by(&handle.uid) {
             inventory.owned.insert(tracked.key.clone(), tracked);
         } else if owner_source(&tracked).is_some() {
@@ -211,44 +229,64 @@ pub async fn list_inventory(
     };
     match &handle.owner {
         Owner::GitTrack { namespace } => {
-            for object in list::<GitTrackObject>(ctx, Some(namespace)).await? {
-                collect(Tracked::of(&object));
-            }
+            read::<GitTrackObject>(ctx, Some(namespace), &mut collect).await?;
         }
         Owner::ClusterGitTrack => {
-            for object in list::<ClusterGitTrackObject>(ctx, None).await? {
-                collect(Tracked::of(&object));
-            }
+            read::<ClusterGitTrackObject>(ctx, None, &mut collect).await?;
             if ctx.settings.scope.cluster_gittrack_mode() == ClusterGitTrackMode::IncludeNamespaced
             {
-                for object in list::<GitTrackObject>(ctx, None).await? {
-                    collect(Tracked::of(&object));
-                }
+                read::<GitTrackObject>(ctx, None, &mut collect).await?;
             }
         }
     }
     Ok(inventory)
 }
 
-/// The tracking objects of kind `K` (in `namespace`, or everywhere); one that does not decode is
-/// reported and left out (it tracks nothing the round can act on), the others are returned.
-async fn list<K>(ctx: &Context, namespace: Option<&str>) -> Result<Vec<K>, ControllerError>
+/// The tracking objects of kind `K` (in `namespace`, or everywhere), each given to `collect`;
+/// one that does not decode is reported and left out (it tracks nothing the round can act on).
+async fn read<K>(
+    ctx: &Context,
+    namespace: Option<&str>,
+    collect: &mut impl FnMut(Tracked),
+) -> Result<(), ControllerError>
 where
     K: TrackingKind + serde::de::DeserializeOwned,
 {
     let resource = api_resource::<K>();
-    let api: Api<DynamicObject> = match namespace {
-        Some(namespace) => Api::namespaced_with(ctx.client.clone(), namespace, &resource),
-        None => Api::all_with(ctx.client.clone(), &resource),
+    let watched = if K::kind(&()) == "ClusterGitTrackObject" {
+        ctx.tracking.cluster_gittrack_objects().await
+    } else {
+        ctx.tracking.gittrack_objects(namespace).await
     };
-    let listed = api
-        .list(&ListParams::default())
-        .await
-        .map_err(|source| ControllerError::kube("list", K::kind(&()).into_owned(), source))?;
-    let mut objects = Vec::with_capacity(listed.items.len());
-    for object in &listed.items {
-        match decode_tracking::<K>(object) {
-            Ok(decoded) => objects.push(decoded),
+    let objects: Vec<Arc<DynamicObject>> = match watched {
+        Some(objects) => objects,
+        None => {
+            let api: Api<DynamicObject> = match namespace {
+                Some(namespace) => Api::namespaced_with(ctx.client.clone(), namespace, &resource),
+                None => Api::all_with(ctx.client.clone(), &resource),
+            };
+            let mut objects = Vec::new();
+            let mut params = ListParams::default().limit(LIST_PAGE);
+            loop {
+                let page = api.list(&params).await.map_err(|source| {
+                    ControllerError::kube("list", K::kind(&()).into_owned(), source)
+                })?;
+                objects.extend(page.items.into_iter().map(|mut object| {
+                    tracking_store::trim(&mut object);
+                    Arc::new(object)
+                }));
+                match page.metadata.continue_.filter(|token| !token.is_empty()) {
+                    Some(token) => params = params.continue_token(&token),
+                    None => break,
+                }
+            }
+            objects
+        }
+    };
+    for object in &objects {
+        match Tracked::listed::<K>(object) {
+            Ok(Some(tracked)) => collect(tracked),
+            Ok(None) => {}
             Err(error) => {
                 ctx.metrics
                     .undecodable
@@ -257,7 +295,7 @@ where
             }
         }
     }
-    Ok(objects)
+    Ok(())
 }
 
 /// The tracking object `planned` needs, as applied. A Secret's payload is not copied into it,
@@ -324,14 +362,17 @@ pub async fn ensure(
     }
     let name = tracking_name(&planned.key);
     let create = existing.is_none() && !adopt;
-    let result = match &planned.tracking {
+    let (namespace, result) = match &planned.tracking {
         TrackingObject::GitTrackObject { namespace } => {
             let api: Api<GitTrackObject> = Api::namespaced(ctx.client.clone(), namespace);
-            write_tracking(&api, &name, &desired, create).await
+            (
+                Some(namespace.as_str()),
+                write_tracking(&api, &name, &desired, create).await,
+            )
         }
         TrackingObject::ClusterGitTrackObject => {
             let api: Api<ClusterGitTrackObject> = Api::all(ctx.client.clone());
-            write_tracking(&api, &name, &desired, create).await
+            (None, write_tracking(&api, &name, &desired, create).await)
         }
     };
     let tracking = match &planned.tracking {
@@ -342,7 +383,8 @@ pub async fn ensure(
     };
     let object = format!("{tracking} of {}", super::notice::describe(&planned.key));
     let verb = if create { "create" } else { "apply" };
-    result.map_err(|source| ControllerError::kube(verb, object, source))?;
+    let version = result.map_err(|source| ControllerError::kube(verb, object, source))?;
+    ctx.tracking.wrote(namespace, &name, version.as_deref());
     Ok(true)
 }
 
@@ -351,19 +393,18 @@ async fn write_tracking<K>(
     name: &str,
     desired: &Value,
     create: bool,
-) -> Result<(), kube::Error>
+) -> Result<Option<String>, kube::Error>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
-    if create {
+    let written = if create {
         let object: K = serde_json::from_value(desired.clone()).map_err(kube::Error::SerdeError)?;
-        api.create(&PostParams::default(), &object).await.map(drop)
+        api.create(&PostParams::default(), &object).await?
     } else {
         let params = PatchParams::apply(GITSYNC_FIELD_MANAGER).force();
-        api.patch(name, &params, &Patch::Apply(desired))
-            .await
-            .map(drop)
-    }
+        api.patch(name, &params, &Patch::Apply(desired)).await?
+    };
+    Ok(written.meta().resource_version.clone())
 }
 
 fn is_current(existing: &Tracked, desired: &Value) -> bool {
@@ -385,28 +426,48 @@ fn is_current(existing: &Tracked, desired: &Value) -> bool {
         });
     finalized
         && annotations_match
-        && existing.data == desired["spec"]["data"]
+        && existing.data_digest.as_deref()
+            == Some(tracking_store::data_digest(&desired["spec"]["data"]).as_str())
         && existing.payload_digest.as_deref() == desired["spec"]["payloadDigest"].as_str()
 }
 
 /// Deletes a tracking object; its finalizer then decides about the live object.
 pub async fn delete(ctx: &Context, tracked: &Tracked) -> Result<(), ControllerError> {
+    // Answered with the object when a finalizer keeps it (then at a new resourceVersion), with
+    // a status when it is gone.
     let result = match &tracked.namespace {
         Some(namespace) => {
             let api: Api<GitTrackObject> = Api::namespaced(ctx.client.clone(), namespace);
             api.delete(&tracked.name, &DeleteParams::background())
                 .await
-                .map(drop)
+                .map(|answer| {
+                    answer
+                        .left()
+                        .and_then(|kept| kept.meta().resource_version.clone())
+                })
         }
         None => {
             let api: Api<ClusterGitTrackObject> = Api::all(ctx.client.clone());
             api.delete(&tracked.name, &DeleteParams::background())
                 .await
-                .map(drop)
+                .map(|answer| {
+                    answer
+                        .left()
+                        .and_then(|kept| kept.meta().resource_version.clone())
+                })
         }
     };
+    let namespace = tracked.namespace.as_deref();
     match result {
-        Ok(()) => Ok(()),
+        Ok(Some(kept)) => {
+            ctx.tracking.wrote(namespace, &tracked.name, Some(&kept));
+            Ok(())
+        }
+        Ok(None) => {
+            let before = tracked.meta.resource_version.as_deref();
+            ctx.tracking.let_go(namespace, &tracked.name, before);
+            Ok(())
+        }
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(source) => Err(ControllerError::kube(
             "delete tracking object",
@@ -481,7 +542,7 @@ async fn source_standing(
 
 /// The owner of a tracking object, when this instance reconciles it.
 pub fn watched_owner(ctx: &Context, object: &impl TrackingKind) -> bool {
-    let Some(tracked) = Tracked::of(object) else {
+    let Some(tracked) = Tracked::of(object, None) else {
         return false;
     };
     let Some((source, _)) = owner_source(&tracked) else {
@@ -530,7 +591,7 @@ impl Finalizing {
         ctx: &Context,
         object: &K,
     ) -> Result<Self, ControllerError> {
-        let Some(tracked) = Tracked::of(object) else {
+        let Some(tracked) = Tracked::of(object, None) else {
             return Ok(Self {
                 tracked: None,
                 decision: Finalize::Orphan,
@@ -711,7 +772,11 @@ async fn remove_finalizer(
         }
     };
     match result {
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            let before = meta.resource_version.as_deref();
+            ctx.tracking.let_go(meta.namespace.as_deref(), name, before);
+            Ok(())
+        }
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(source) => Err(ControllerError::kube("remove finalizer", name, source)),
     }

@@ -55,10 +55,7 @@ impl CacheKey {
     /// The directory name of `id`: its kind, for people, and the keyed hash of its identity.
     pub fn directory_name(&self, id: &SourceId) -> String {
         let tag = hmac::sign(&self.0, id.canonical_name().as_bytes());
-        let hash: String = tag.as_ref()[..NAME_BYTES]
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect();
+        let hash = hex(&tag.as_ref()[..NAME_BYTES]);
         format!("{}-{hash}", id.kind().directory_prefix())
     }
 }
@@ -71,14 +68,13 @@ impl CacheKey {
         let mut context = hmac::Context::with_key(&self.0);
         context.update(b"arbor secret payload\0");
         context.update(payload);
-        let hex: String = context
-            .sign()
-            .as_ref()
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect();
-        format!("hmac-sha256:{hex}")
+        format!("hmac-sha256:{}", hex(context.sign().as_ref()))
     }
+}
+
+/// `bytes` in lower-case hexadecimal, as digests are written.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// Writes a new random key (readable by the owner only) under a temporary name and renames it

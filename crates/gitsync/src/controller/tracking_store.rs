@@ -1,0 +1,456 @@
+//! The tracking objects as this replica's watches hold them, so that a round reads its source's
+//! inventory from memory instead of listing every tracking object again.
+//!
+//! ## Model
+//!
+//! The finalizer's controllers ([`reconcile`](super::reconcile)) watch GitTrackObjects and
+//! ClusterGitTrackObjects; their reflector stores are kept here. Each stored copy is trimmed
+//! to what the decisions read ([`trim`]): no `managedFields`, and `spec.data` cut down to the
+//! declared object's identity, its whole content kept only as a digest (a round only asks
+//! whether the tracking object already says what it would write).
+//!
+//! A watch lags behind the writes. A round started right after another could read a store that
+//! has not seen the last round's writes yet and create a tracking object twice, or write a
+//! condition again. So every write this replica makes to a tracking object is remembered with
+//! the resourceVersion it produced ([`TrackingStores::wrote`], [`TrackingStores::let_go`]), and
+//! a round reads the store only once the store shows each of them (the pattern of client-go's
+//! controller expectations). A write is shown when the store holds the object at that
+//! resourceVersion or later, or (for a create or change) when the watch has delivered any
+//! event at or past it: resourceVersions are one revision counter for the whole store the API
+//! server keeps, and one watch delivers its events in that order, so an object missing then is
+//! truly gone. The wait is bounded: past [`PATIENCE`] the round lists the tracking objects as
+//! before, logged, and so do the rounds after it, without waiting, until the watch shows those
+//! writes (or they are [`FORGET_AFTER`] old). Where no watch covers what a source needs, or
+//! the server's resourceVersions are not numbers, rounds list as before.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use arbor_policy::ownership::NamespaceScope;
+use kube::api::DynamicObject;
+use kube::runtime::reflector::{ObjectRef, Store};
+use serde_json::{Map, Value};
+
+/// How long a round waits for the watch to show this replica's earlier writes before it lists.
+pub const PATIENCE: Duration = Duration::from_secs(5);
+/// How long a write the watch never shows is waited for (client-go's expectations give up after
+/// the same time): the round lists until then.
+pub const FORGET_AFTER: Duration = Duration::from_secs(300);
+/// How often a waiting round looks at the store again.
+const POLL: Duration = Duration::from_millis(5);
+/// The field of a trimmed copy's `spec` that holds the digest of the whole `spec.data`. Only in
+/// this replica's memory: never written to the cluster.
+const DATA_DIGEST: &str = "arbor.dev/dataDigest";
+
+/// The two tracking kinds' stores, and the writes they have not shown yet.
+#[derive(Debug)]
+pub struct TrackingStores {
+    gittrack_objects: OnceLock<Watched>,
+    cluster_gittrack_objects: OnceLock<Watched>,
+    written: Mutex<Written>,
+    patience: Duration,
+}
+
+#[derive(Debug)]
+struct Watched {
+    store: Store<DynamicObject>,
+    scope: NamespaceScope,
+    /// The highest resourceVersion of an event the store has applied.
+    seen: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Written {
+    /// By tracking object (namespace, name): what the store must show before a round reads it.
+    expected: HashMap<(Option<String>, String), Expectation>,
+    /// A write returned a resourceVersion that is not a number: stores are never trusted.
+    opaque: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Expectation {
+    shows: Shows,
+    since: Instant,
+    /// A round already waited for it in vain: the next ones list without waiting.
+    late: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shows {
+    /// The object at this resourceVersion or later (it was created or changed).
+    AtLeast(u64),
+    /// The object gone, or later than this resourceVersion (it was let go).
+    Beyond(u64),
+}
+
+impl Default for TrackingStores {
+    fn default() -> Self {
+        Self::with_patience(PATIENCE)
+    }
+}
+
+impl TrackingStores {
+    pub fn with_patience(patience: Duration) -> Self {
+        Self {
+            gittrack_objects: OnceLock::new(),
+            cluster_gittrack_objects: OnceLock::new(),
+            written: Mutex::default(),
+            patience,
+        }
+    }
+
+    /// The GitTrackObject watch's store, covering `scope`.
+    pub fn watch_gittrack_objects(&self, store: Store<DynamicObject>, scope: NamespaceScope) {
+        let _ = self.gittrack_objects.set(Watched {
+            store,
+            scope,
+            seen: AtomicU64::new(0),
+        });
+    }
+
+    /// The ClusterGitTrackObject watch's store.
+    pub fn watch_cluster_gittrack_objects(&self, store: Store<DynamicObject>) {
+        let _ = self.cluster_gittrack_objects.set(Watched {
+            store,
+            scope: NamespaceScope::AllNamespaces,
+            seen: AtomicU64::new(0),
+        });
+    }
+
+    /// The watch of GitTrackObjects (`namespaced`) or ClusterGitTrackObjects has applied an
+    /// event at resourceVersion `version` to its store.
+    pub fn saw(&self, namespaced: bool, version: Option<u64>) {
+        let watched = if namespaced {
+            self.gittrack_objects.get()
+        } else {
+            self.cluster_gittrack_objects.get()
+        };
+        if let (Some(watched), Some(version)) = (watched, version) {
+            watched.seen.fetch_max(version, Ordering::SeqCst);
+        }
+    }
+
+    fn written(&self) -> MutexGuard<'_, Written> {
+        self.written.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// This replica created or changed the tracking object `namespace`/`name`, which is now at
+    /// `resource_version`.
+    pub fn wrote(&self, namespace: Option<&str>, name: &str, resource_version: Option<&str>) {
+        self.expect(namespace, name, resource_version, Shows::AtLeast);
+    }
+
+    /// This replica deleted the tracking object `namespace`/`name` (or removed its last
+    /// finalizer), which was at `resource_version` before.
+    pub fn let_go(&self, namespace: Option<&str>, name: &str, resource_version: Option<&str>) {
+        self.expect(namespace, name, resource_version, Shows::Beyond);
+    }
+
+    fn expect(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        resource_version: Option<&str>,
+        shows: fn(u64) -> Shows,
+    ) {
+        let mut written = self.written();
+        let Some(version) = resource_version.and_then(|text| text.parse::<u64>().ok()) else {
+            if !written.opaque {
+                tracing::info!(
+                    resource_version,
+                    "a tracking object's resourceVersion is not a number: rounds list tracking \
+                     objects instead of reading the watch"
+                );
+            }
+            written.opaque = true;
+            return;
+        };
+        written.expected.insert(
+            (namespace.map(str::to_owned), name.to_owned()),
+            Expectation {
+                shows: shows(version),
+                since: Instant::now(),
+                late: false,
+            },
+        );
+    }
+
+    /// The GitTrackObjects in `namespace` (every namespace with `None`) from the watch, once it
+    /// shows this replica's earlier writes; `None` when no watch here covers them or it did not
+    /// catch up in time (the caller lists instead).
+    pub async fn gittrack_objects(
+        &self,
+        namespace: Option<&str>,
+    ) -> Option<Vec<Arc<DynamicObject>>> {
+        let watched = self.gittrack_objects.get()?;
+        let covered = match namespace {
+            Some(namespace) => watched.scope.contains(namespace),
+            None => watched.scope == NamespaceScope::AllNamespaces,
+        };
+        if !covered || !self.caught_up().await {
+            return None;
+        }
+        Some(match namespace {
+            Some(namespace) => watched
+                .store
+                .state_filter(|object| object.metadata.namespace.as_deref() == Some(namespace)),
+            None => watched.store.state(),
+        })
+    }
+
+    /// Every ClusterGitTrackObject from the watch, as [`Self::gittrack_objects`].
+    pub async fn cluster_gittrack_objects(&self) -> Option<Vec<Arc<DynamicObject>>> {
+        let watched = self.cluster_gittrack_objects.get()?;
+        if !self.caught_up().await {
+            return None;
+        }
+        Some(watched.store.state())
+    }
+
+    /// Waits (up to the patience) until both stores have their first listing and show every
+    /// write this replica made before the wait began.
+    async fn caught_up(&self) -> bool {
+        let began = Instant::now();
+        let deadline = began + self.patience;
+        for watched in [
+            self.gittrack_objects.get(),
+            self.cluster_gittrack_objects.get(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if !matches!(
+                tokio::time::timeout(remaining, watched.store.wait_until_ready()).await,
+                Ok(Ok(()))
+            ) {
+                tracing::info!("the tracking objects' watch has not listed them yet");
+                return false;
+            }
+        }
+        loop {
+            let (waiting, late) = {
+                let mut written = self.written();
+                if written.opaque {
+                    return false;
+                }
+                written.expected.retain(|(namespace, name), expectation| {
+                    expectation.since.elapsed() < FORGET_AFTER
+                        && !self.shows(namespace.as_deref(), name, expectation.shows)
+                });
+                let waiting = written
+                    .expected
+                    .values()
+                    .filter(|expectation| expectation.since <= began);
+                let late = waiting.clone().any(|expectation| expectation.late);
+                (waiting.count(), late)
+            };
+            if waiting == 0 {
+                return true;
+            }
+            if late {
+                tracing::debug!(
+                    waiting,
+                    "the tracking objects' watch is still late; listing"
+                );
+                return false;
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    waiting,
+                    patience_ms = self.patience.as_millis(),
+                    "the tracking objects' watch has not shown this replica's last writes in \
+                     time; rounds list them until it does"
+                );
+                for expectation in self.written().expected.values_mut() {
+                    expectation.late |= expectation.since <= began;
+                }
+                return false;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Whether the store shows what `shows` expects of `namespace`/`name`.
+    fn shows(&self, namespace: Option<&str>, name: &str, shows: Shows) -> bool {
+        let (watched, reference) = match namespace {
+            Some(namespace) => (
+                self.gittrack_objects.get(),
+                ObjectRef::new_with(name, resource::<arbor_api::GitTrackObject>())
+                    .within(namespace),
+            ),
+            None => (
+                self.cluster_gittrack_objects.get(),
+                ObjectRef::new_with(name, resource::<arbor_api::ClusterGitTrackObject>()),
+            ),
+        };
+        // A write to a kind no watch here covers never concerns a store.
+        let Some(watched) = watched else { return true };
+        let stored = watched
+            .store
+            .get(&reference)
+            .map(|object| version_of(&object).unwrap_or(0));
+        match (shows, stored) {
+            (Shows::AtLeast(version), Some(stored)) if stored >= version => true,
+            // Any event at or past the write: the watch has passed it.
+            (Shows::AtLeast(version), _) => watched.seen.load(Ordering::SeqCst) >= version,
+            // The let-go's own resourceVersion is not known: only the object itself tells.
+            (Shows::Beyond(version), Some(stored)) => stored > version,
+            (Shows::Beyond(_), None) => true,
+        }
+    }
+}
+
+/// An object's resourceVersion as the revision it is.
+pub fn version_of(object: &DynamicObject) -> Option<u64> {
+    object.metadata.resource_version.as_deref()?.parse().ok()
+}
+
+fn resource<K: kube::Resource<DynamicType = ()>>() -> kube::api::ApiResource {
+    arbor_runtime::decode::api_resource::<K>()
+}
+
+/// Cuts a watched tracking object down to what the decisions read: no `managedFields`, and
+/// `spec.data` down to the declared object's identity (apiVersion, kind, name, namespace) with
+/// the digest of the whole of it beside.
+pub fn trim(object: &mut DynamicObject) {
+    object.metadata.managed_fields = None;
+    let Some(spec) = object.data.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let Some(data) = spec.get("data") else { return };
+    let digest = data_digest(data);
+    let mut identity = Map::new();
+    for field in ["apiVersion", "kind"] {
+        if let Some(value) = data.get(field) {
+            identity.insert(field.to_owned(), value.clone());
+        }
+    }
+    let mut metadata = Map::new();
+    for field in ["name", "namespace"] {
+        if let Some(value) = data
+            .get("metadata")
+            .and_then(|metadata| metadata.get(field))
+        {
+            metadata.insert(field.to_owned(), value.clone());
+        }
+    }
+    identity.insert("metadata".to_owned(), Value::Object(metadata));
+    spec.insert("data".to_owned(), Value::Object(identity));
+    spec.insert(DATA_DIGEST.to_owned(), Value::String(digest));
+}
+
+/// The digest of a tracking object's `spec.data`: kept by a trimmed copy, computed otherwise.
+pub fn stored_data_digest(object: &DynamicObject) -> Option<String> {
+    let spec = object.data.get("spec")?;
+    match spec.get(DATA_DIGEST) {
+        Some(digest) => digest.as_str().map(str::to_owned),
+        None => spec.get("data").map(data_digest),
+    }
+}
+
+/// A SHA-256 of `value` written canonically (object keys sorted at every depth), so two equal
+/// values give one digest whatever order their keys came in.
+pub fn data_digest(value: &Value) -> String {
+    let mut digest = Digest(ring::digest::Context::new(&ring::digest::SHA256));
+    write_canonical(&mut digest, value);
+    format!("sha256:{}", crate::fetch::hex(digest.0.finish().as_ref()))
+}
+
+struct Digest(ring::digest::Context);
+
+impl std::io::Write for Digest {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn write_canonical(out: &mut Digest, value: &Value) {
+    // Writing into a digest cannot fail.
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let _ = out.write_all(b"{");
+            for (index, key) in keys.into_iter().enumerate() {
+                if index > 0 {
+                    let _ = out.write_all(b",");
+                }
+                let _ = serde_json::to_writer(&mut *out, key);
+                let _ = out.write_all(b":");
+                write_canonical(out, &map[key]);
+            }
+            let _ = out.write_all(b"}");
+        }
+        Value::Array(items) => {
+            let _ = out.write_all(b"[");
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    let _ = out.write_all(b",");
+                }
+                write_canonical(out, item);
+            }
+            let _ = out.write_all(b"]");
+        }
+        scalar => {
+            let _ = serde_json::to_writer(&mut *out, scalar);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn equal_values_have_one_digest_whatever_their_key_order() {
+        let a = json!({"kind": "ConfigMap", "data": {"a": "1", "b": [1, {"y": 2, "x": 1}]}});
+        let b = json!({"data": {"b": [1, {"x": 1, "y": 2}], "a": "1"}, "kind": "ConfigMap"});
+        assert_eq!(data_digest(&a), data_digest(&b));
+        let c = json!({"kind": "ConfigMap", "data": {"a": "1", "b": [{"x": 1, "y": 2}, 1]}});
+        assert_ne!(data_digest(&a), data_digest(&c), "array order counts");
+        assert_ne!(
+            data_digest(&json!({"a": 1})),
+            data_digest(&json!({"a": 1.0}))
+        );
+        assert_ne!(
+            data_digest(&json!({"a": "1"})),
+            data_digest(&json!({"a": 1}))
+        );
+    }
+
+    #[test]
+    fn a_trimmed_copy_keeps_the_identity_and_the_digest_of_the_declaration() {
+        let data = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "settings", "namespace": "shop", "labels": {"a": "b"}},
+            "data": {"big": "x".repeat(1000)},
+        });
+        let mut object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "arbor.dev/v1alpha1", "kind": "GitTrackObject",
+            "metadata": {"name": "configmap.settings", "namespace": "shop",
+                         "managedFields": [{"manager": "arbor-gitsync", "operation": "Apply"}]},
+            "spec": {"name": "settings", "kind": "ConfigMap", "data": data},
+        }))
+        .unwrap();
+        let before = stored_data_digest(&object);
+        trim(&mut object);
+        assert!(object.metadata.managed_fields.is_none());
+        assert_eq!(
+            object.data["spec"]["data"],
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "settings", "namespace": "shop"}})
+        );
+        assert_eq!(stored_data_digest(&object), before);
+        assert_eq!(before, Some(data_digest(&data)));
+    }
+}
