@@ -4,9 +4,10 @@
 //! watched kind served and namespaced, RBAC for every verb), then runs the watches that feed
 //! the index and two `kube::runtime::Controller`s: one on Namespace, triggered by the index
 //! with exactly the namespaces an event touches, and one on SubNamespace (with its
-//! finalizer), triggered by its own objects and by namespaces of their names.
+//! finalizer), triggered by its own objects and by namespaces of their names. Namespaces are
+//! watched once: that watch fills the namespace controller's store and triggers both
+//! controllers (see [`crate::watch`]).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arbor_api::SubNamespaceApi;
@@ -18,9 +19,9 @@ use kube::api::DynamicObject;
 use kube::core::ApiResource;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::CancellationToken;
@@ -31,7 +32,7 @@ use crate::grpc::HierarchyGrpc;
 use crate::index::Index;
 use crate::kinds::{self, KindError};
 use crate::metrics::Metrics;
-use crate::watch::{self, SyncTracker, WatchSetup};
+use crate::watch::{self, NamespaceWatch, SyncTracker, WatchSetup};
 use crate::writer::Writer;
 use crate::{namespace_reconciler, subnamespace_reconciler};
 
@@ -149,6 +150,9 @@ pub async fn start(
     let index = Index::new(&keys);
     let (triggers, triggered) = mpsc::unbounded_channel::<ObjectRef<Namespace>>();
     let (resync, resynced) = mpsc::unbounded_channel::<()>();
+    let (sub_namespace_triggers, sub_namespaces_triggered) =
+        mpsc::unbounded_channel::<ObjectRef<DynamicObject>>();
+    let (namespace_store, namespace_writer) = reflector::store::<Namespace>();
     let (sync, synced) = SyncTracker::new(watch::watch_names(&kinds));
     let setup = WatchSetup {
         client: client.clone(),
@@ -159,7 +163,14 @@ pub async fn start(
         metrics: metrics.clone(),
         shutdown: shutdown.clone(),
     };
-    let mut tasks = watch::spawn_all(&setup, &sync);
+    let mut tasks = watch::spawn_all(
+        &setup,
+        &sync,
+        NamespaceWatch {
+            store: namespace_writer,
+            sub_namespace_triggers,
+        },
+    );
 
     let recorder = Recorder::new(client.clone(), settings.reporter.clone());
     let context = Arc::new(Context::new(
@@ -175,36 +186,29 @@ pub async fn start(
     let config = ControllerConfig::default().concurrency(CONCURRENCY);
 
     let stop = shutdown.clone();
-    let namespaces = Controller::new(
-        Api::<Namespace>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .with_config(config.clone())
-    .reconcile_on(UnboundedReceiverStream::new(triggered))
-    .reconcile_all_on(UnboundedReceiverStream::new(resynced))
-    .graceful_shutdown_on(async move { stop.cancelled().await })
-    .run(
-        namespace_reconciler::reconcile,
-        namespace_reconciler::error_policy,
-        Arc::clone(&context),
-    )
-    .for_each(|_| async {});
+    // Every trigger comes from the one Namespace watch (through the index), none from a
+    // stream of the controller's own.
+    let namespaces = Controller::for_stream(futures::stream::pending(), namespace_store)
+        .with_config(config.clone())
+        .reconcile_on(UnboundedReceiverStream::new(triggered))
+        .reconcile_all_on(UnboundedReceiverStream::new(resynced))
+        .graceful_shutdown_on(async move { stop.cancelled().await })
+        .run(
+            namespace_reconciler::reconcile,
+            namespace_reconciler::error_policy,
+            Arc::clone(&context),
+        )
+        .for_each(|_| async {});
     tasks.push(tokio::spawn(namespaces));
 
     let stop = shutdown.clone();
-    let by_name = index.clone();
-    let concerned_api = sub_api.clone();
     let sub_namespaces = Controller::new_with(
         Api::<DynamicObject>::all_with(client.clone(), &sub_api),
         watcher::Config::default(),
         sub_api,
     )
     .with_config(config)
-    .watches(
-        Api::<Namespace>::all(client.clone()),
-        watcher::Config::default(),
-        move |namespace| sub_namespaces_concerned(&by_name, &keys, &concerned_api, &namespace),
-    )
+    .reconcile_on(UnboundedReceiverStream::new(sub_namespaces_triggered))
     .graceful_shutdown_on(async move { stop.cancelled().await })
     .run(
         subnamespace_reconciler::reconcile,
@@ -223,24 +227,4 @@ pub async fn start(
         shutdown,
         tasks,
     })
-}
-
-/// The SubNamespaces a namespace event concerns: those asking for its name, and the one its
-/// parent label points to.
-fn sub_namespaces_concerned(
-    index: &Index,
-    keys: &Keys,
-    sub_api: &ApiResource,
-    namespace: &Namespace,
-) -> Vec<ObjectRef<DynamicObject>> {
-    let name = namespace.name_any();
-    let mut concerned: BTreeSet<(String, String)> =
-        index.sub_namespaces_named(&name).into_iter().collect();
-    if let Some(parent) = namespace.labels().get(&keys.parent_label) {
-        concerned.insert((parent.clone(), name));
-    }
-    concerned
-        .into_iter()
-        .map(|(parent, name)| ObjectRef::new_with(&name, sub_api.clone()).within(&parent))
-        .collect()
 }

@@ -2,7 +2,12 @@
 //!
 //! One watch per kind (namespaces, SubNamespaces, each watched kind) runs
 //! `kube::runtime::watcher` and hands each event to its [`Feed`], which updates the index and
-//! returns the namespaces the event touches; those go to the namespace controller. A (re)list
+//! returns the namespaces the event touches; those go to the namespace controller. Namespaces
+//! are watched once for everything that needs them ([`NamespaceWatch`]): the watch fills the
+//! namespace controller's store, feeds the index, and tells the SubNamespace controller which
+//! SubNamespaces each namespace event concerns, deletions included (kube's shared reflector
+//! hands its subscribers no deletions, so the SubNamespace controller cannot subscribe to it
+//! for them). A (re)list
 //! replaces the kind's entries wholesale, so objects deleted while the watch was down (or the
 //! controller stopped) disappear from the index as they should. When every watch has listed
 //! once, the caches are synced: reconciles wait for that.
@@ -26,7 +31,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
 use serde::Serialize;
@@ -62,11 +67,50 @@ fn to_value<K: Serialize>(object: &K) -> Option<Value> {
         .ok()
 }
 
+/// SubNamespaces to reconcile.
+pub type SubNamespaceTriggers = mpsc::UnboundedSender<ObjectRef<DynamicObject>>;
+
 /// Namespaces; `propagators` are the field managers whose keys count as propagated (see
 /// [`PropagatedKeys`]).
+///
+/// Every event also asks for a reconcile of the namespace itself (what the namespace
+/// controller's own watch did before the watches became one) and of the SubNamespaces it
+/// concerns ([`sub_namespaces_concerned`]).
 #[derive(Debug)]
 pub struct NamespaceFeed {
     pub propagators: Vec<String>,
+    /// Where SubNamespaces are served under the key domain.
+    pub sub_namespaces: ApiResource,
+    pub sub_namespace_triggers: SubNamespaceTriggers,
+}
+
+impl NamespaceFeed {
+    /// Asks for a reconcile of each SubNamespace `namespace`'s event concerns.
+    fn tell_sub_namespaces(&self, index: &Index, namespace: &Namespace) {
+        for concerned in sub_namespaces_concerned(index, &self.sub_namespaces, namespace) {
+            // The receiver goes away only at shutdown, when nothing needs reconciling.
+            let _ = self.sub_namespace_triggers.send(concerned);
+        }
+    }
+}
+
+/// The SubNamespaces a namespace event concerns: those asking for its name, and the one its
+/// parent label points to.
+pub fn sub_namespaces_concerned(
+    index: &Index,
+    sub_api: &ApiResource,
+    namespace: &Namespace,
+) -> Vec<ObjectRef<DynamicObject>> {
+    let name = namespace.name_any();
+    let mut concerned: BTreeSet<(String, String)> =
+        index.sub_namespaces_named(&name).into_iter().collect();
+    if let Some(parent) = namespace.labels().get(&index.keys().parent_label) {
+        concerned.insert((parent.clone(), name));
+    }
+    concerned
+        .into_iter()
+        .map(|(parent, name)| ObjectRef::new_with(&name, sub_api.clone()).within(&parent))
+        .collect()
 }
 
 /// The field managers that propagate under `domain`: Arbor's own and its predecessor's.
@@ -99,18 +143,29 @@ pub fn namespace_state(namespace: &Namespace, propagators: &[String]) -> Namespa
 
 impl Feed<Namespace> for NamespaceFeed {
     fn apply(&self, index: &Index, object: Namespace) -> BTreeSet<String> {
-        index.apply_namespace(namespace_state(&object, &self.propagators))
+        self.tell_sub_namespaces(index, &object);
+        let mut touched = index.apply_namespace(namespace_state(&object, &self.propagators));
+        touched.insert(object.name_any());
+        touched
     }
     fn delete(&self, index: &Index, object: Namespace) -> BTreeSet<String> {
-        index.delete_namespace(&object.name_any())
+        self.tell_sub_namespaces(index, &object);
+        let mut touched = index.delete_namespace(&object.name_any());
+        touched.insert(object.name_any());
+        touched
     }
     fn replace(&self, index: &Index, listed: Vec<Namespace>) -> BTreeSet<String> {
-        index.replace_namespaces(
+        for namespace in &listed {
+            self.tell_sub_namespaces(index, namespace);
+        }
+        let mut touched = index.replace_namespaces(
             listed
                 .iter()
                 .map(|ns| namespace_state(ns, &self.propagators))
                 .collect(),
-        )
+        );
+        touched.extend(listed.iter().map(ResourceExt::name_any));
+        touched
     }
 }
 
@@ -286,21 +341,41 @@ where
     tokio::spawn(follow(name, events, feed, setup.clone(), sync.clone()))
 }
 
+/// What the one watch of Namespaces serves beside the index.
+#[derive(Debug)]
+pub struct NamespaceWatch {
+    /// The namespace controller's store, filled before the index hears of an event, so a
+    /// reconcile it triggers reads the namespace as the event left it.
+    pub store: reflector::store::Writer<Namespace>,
+    pub sub_namespace_triggers: SubNamespaceTriggers,
+}
+
 /// Spawns every watch.
-pub fn spawn_all(setup: &WatchSetup, sync: &SyncTracker) -> Vec<tokio::task::JoinHandle<()>> {
+pub fn spawn_all(
+    setup: &WatchSetup,
+    sync: &SyncTracker,
+    namespaces: NamespaceWatch,
+) -> Vec<tokio::task::JoinHandle<()>> {
     let client = || setup.client.clone();
+    // Namespaces keep their managedFields: the propagated keys are read from them.
+    let namespace_events = reflector::reflector(
+        namespaces.store,
+        watcher::watcher(Api::<Namespace>::all(client()), watcher::Config::default())
+            .default_backoff(),
+    );
+    let namespace_feed = NamespaceFeed {
+        propagators: propagators(setup.index.keys().domain()),
+        sub_namespaces: setup.sub_namespaces.clone(),
+        sub_namespace_triggers: namespaces.sub_namespace_triggers,
+    };
     let mut tasks = vec![
-        spawn(
+        tokio::spawn(follow(
             "namespaces".into(),
-            Api::<Namespace>::all(client()),
-            // Kept: the propagated keys are read from them.
-            |_| {},
-            NamespaceFeed {
-                propagators: propagators(setup.index.keys().domain()),
-            },
-            setup,
-            sync,
-        ),
+            namespace_events,
+            namespace_feed,
+            setup.clone(),
+            sync.clone(),
+        )),
         spawn(
             "subnamespaces".into(),
             Api::<DynamicObject>::all_with(client(), &setup.sub_namespaces),

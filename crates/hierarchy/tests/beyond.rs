@@ -322,3 +322,27 @@ async fn grpc_explains_propagation_from_the_live_index() -> Result<()> {
     cluster.shutdown().await;
     Ok(())
 }
+
+/// Namespaces are watched once, for the index and both controllers: a thousand namespaces cost
+/// one stream of their events, not one per consumer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_are_watched_once() -> Result<()> {
+    let mut cluster = Cluster::without_controller(common::ARBOR).await?;
+    cluster.emu.requests().reset();
+    cluster.start_controller().await?;
+    cluster
+        .create_namespace("root", &[("type", "root")])
+        .await?;
+    cluster.create_sub_namespace("root", "sub", &[]).await?;
+    cluster
+        .create_secret("root", "shared", "1", &[("propagate", "update")])
+        .await?;
+    cluster.wait_secret("sub", "shared", "1").await?;
+    cluster.settle().await?;
+    let watches = cluster.emu.requests().count("watch", "namespaces");
+    ensure!(
+        watches == 1,
+        "Namespaces were watched {watches} times; one watch serves the index and both controllers"
+    );
+    Ok(())
+}

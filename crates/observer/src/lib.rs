@@ -55,7 +55,7 @@ use futures::StreamExt;
 use kube::Api;
 use kube::runtime::Controller;
 use kube::runtime::events::Recorder;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 
@@ -164,11 +164,20 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
     let registry = ObserverRegistry::new(metrics.clone());
     let (drift, _) = broadcast::channel(1024);
     // Dynamic objects, decoded one by one in the reconcile: one Application of the wrong shape
-    // never stops the watch of the others.
+    // never stops the watch of the others. The cache keeps them without managedFields: nothing
+    // here reads who wrote which field, and with two managers writing the manifests into the
+    // status they are a large part of every Application.
     let resource = arbor_runtime::decode::api_resource::<Application>();
-    let controller = Controller::new_with(
+    let cache = reflector::store::Writer::new(resource.clone());
+    let applications = cache.as_reader();
+    let watched = watcher::watcher(
         Api::<kube::api::DynamicObject>::all_with(client.clone(), &resource),
         watcher::Config::default(),
+    )
+    .modify(|application| application.metadata.managed_fields = None);
+    let controller = Controller::for_stream_with(
+        reflector::reflector(cache, watched).applied_objects(),
+        applications,
         resource,
     );
     let grpc = ObserverGrpc::new(

@@ -27,7 +27,7 @@ use crate::convert::{self, application_ref, resource_ref};
 use crate::error::Error;
 use crate::registry::{AppKey, ObserverRegistry};
 use crate::resolve::Resolver;
-use crate::shared_watch::{ObjectEvent, SharedWatches, Subscription};
+use crate::shared_watch::{ObjectEvent, SharedWatches, Subscription, observed_form};
 use crate::status::{OBSERVER_WATCH_FIELD_MANAGER, apply_status};
 
 /// Pause between attempts to start an observer whose objects' kinds cannot be resolved.
@@ -99,8 +99,9 @@ struct Observer {
     objects: Vec<Api<kube::core::DynamicObject>>,
     /// Held for as long as the observer runs: dropping them unsubscribes.
     _subscriptions: Vec<Subscription>,
-    /// The live object of each schema resource, `None` when absent.
-    live: Vec<Option<Value>>,
+    /// The live object of each schema resource, `None` when absent; shared with the watch
+    /// that keeps it.
+    live: Vec<Option<Arc<Value>>>,
     /// Whether each object's watch has listed.
     listed: Vec<bool>,
 }
@@ -139,14 +140,10 @@ impl Observer {
 
     async fn on_event(&mut self, index: usize, event: ObjectEvent) -> Result<(), Error> {
         match event {
-            ObjectEvent::Applied(object) => {
-                self.live[index] = Some(self.complete(index, &object)?);
-            }
+            ObjectEvent::Applied(object) => self.live[index] = Some(object),
             ObjectEvent::Deleted => self.live[index] = None,
             ObjectEvent::Listed(object) => {
-                self.live[index] = object
-                    .map(|object| self.complete(index, &object))
-                    .transpose()?;
+                self.live[index] = object;
                 self.listed[index] = true;
             }
         }
@@ -168,7 +165,14 @@ impl Observer {
                     source: Box::new(source),
                 })?;
             self.live[index] = object
-                .map(|object| self.complete(index, &object))
+                .map(|object| {
+                    observed_form(object, &resource.id.api_version, &resource.id.kind)
+                        .map(Arc::new)
+                        .map_err(|source| Error::Encode {
+                            what: resource.id.to_string(),
+                            source,
+                        })
+                })
                 .transpose()?;
             self.listed[index] = true;
         }
@@ -190,7 +194,12 @@ impl Observer {
     /// Compares the live objects with the stored status; writes the status when they differ.
     async fn check(&mut self) -> Result<(), Error> {
         self.context.registry.checked(&self.spec.key);
-        let live: Vec<Value> = self.live.iter().flatten().cloned().collect();
+        let live: Vec<Value> = self
+            .live
+            .iter()
+            .flatten()
+            .map(|object| Value::clone(object))
+            .collect();
         let Observation::Changed(observed) = observe(&self.spec.schema, &self.spec.stored, &live)
         else {
             return Ok(());
@@ -219,7 +228,7 @@ impl Observer {
                 .iter()
                 .flatten()
                 .find(|live| ResourceId::of(live).is_ok_and(|id| id == modified.id))
-                .map(Value::to_string)
+                .map(|live| live.to_string())
                 .unwrap_or_default();
             let fields = modified
                 .differences
@@ -246,24 +255,5 @@ impl Observer {
             // Nobody listening is fine: WatchDrift streams are optional.
             let _ = self.context.drift.send(event);
         }
-    }
-
-    /// The live object as JSON, with the identity fields a watch may leave out and without
-    /// its managedFields: an observer keeps its objects for as long as it runs, and who wrote
-    /// which field is never observed, while it can be as large as the rest of the object.
-    fn complete(&self, index: usize, object: &kube::core::DynamicObject) -> Result<Value, Error> {
-        let id = &self.spec.schema.resources[index].id;
-        let mut value = serde_json::to_value(object).map_err(|source| Error::Encode {
-            what: id.to_string(),
-            source,
-        })?;
-        if let Value::Object(fields) = &mut value {
-            fields.insert("apiVersion".into(), id.api_version.clone().into());
-            fields.insert("kind".into(), id.kind.clone().into());
-            if let Some(Value::Object(metadata)) = fields.get_mut("metadata") {
-                metadata.remove("managedFields");
-            }
-        }
-        Ok(value)
     }
 }

@@ -7,11 +7,13 @@
 //! every other observer of a K in N subscribes to that watch by name, and the watch ends with
 //! its last subscriber.
 //!
-//! The watch keeps the objects of K in N as last seen (without managedFields, which nothing
-//! observes), so an observer that subscribes after the watch listed gets its object's current
-//! state at once, in order with the events that follow: subscribing and dispatching take the
-//! same lock. After every (re)list each subscriber is told its object's state as listed, as a
-//! watch of its own would have told it.
+//! The watch keeps the objects of K in N as last seen, so an observer that subscribes after
+//! the watch listed gets its object's current state at once, in order with the events that
+//! follow: subscribing and dispatching take the same lock. After every (re)list each
+//! subscriber is told its object's state as listed, as a watch of its own would have told it.
+//!
+//! Each object is kept once, in the form the observers read ([`observed_form`]), and handed to
+//! them behind an `Arc`: the observers of 1,000 Applications then hold no copy of their own.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -22,6 +24,7 @@ use kube::Api;
 use kube::core::DynamicObject;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -33,9 +36,9 @@ use crate::resolve::Resolver;
 pub enum ObjectEvent {
     /// The object's state after the watch listed (on subscribing to a watch that has listed,
     /// or after a relist): `None` when it does not exist.
-    Listed(Option<Arc<DynamicObject>>),
+    Listed(Option<Arc<Value>>),
     /// The object was created or changed.
-    Applied(Arc<DynamicObject>),
+    Applied(Arc<Value>),
     /// The object was deleted.
     Deleted,
 }
@@ -58,7 +61,7 @@ struct WatchKey {
 #[derive(Debug)]
 struct Shared {
     /// The objects by name as last seen; `None` until the first list is complete.
-    objects: Option<HashMap<String, Arc<DynamicObject>>>,
+    objects: Option<HashMap<String, Arc<Value>>>,
     subscribers: HashMap<String, Vec<(u64, mpsc::UnboundedSender<ObjectEvent>)>>,
     next_id: u64,
     /// Ends the watch.
@@ -125,7 +128,7 @@ impl SharedWatches {
                     next_id: 0,
                     token: token.clone(),
                 }));
-                tokio::spawn(run_watch(api, shared.clone(), token));
+                tokio::spawn(run_watch(api, key.clone(), shared.clone(), token));
                 shared
             })
             .clone();
@@ -182,12 +185,17 @@ impl SharedWatches {
 
 /// Runs one shared watch until `token` is cancelled, keeping `shared`'s objects and telling
 /// its subscribers.
-async fn run_watch(api: Api<DynamicObject>, shared: Arc<Mutex<Shared>>, token: CancellationToken) {
+async fn run_watch(
+    api: Api<DynamicObject>,
+    key: WatchKey,
+    shared: Arc<Mutex<Shared>>,
+    token: CancellationToken,
+) {
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
     // The objects of a list in progress, swapped in when it is complete.
-    let mut relisted: HashMap<String, Arc<DynamicObject>> = HashMap::new();
+    let mut relisted: HashMap<String, Arc<Value>> = HashMap::new();
     loop {
         let event = tokio::select! {
             () = token.cancelled() => return,
@@ -203,8 +211,9 @@ async fn run_watch(api: Api<DynamicObject>, shared: Arc<Mutex<Shared>>, token: C
         match event {
             Event::Init => relisted.clear(),
             Event::InitApply(object) => {
-                let object = trimmed(object);
-                relisted.insert(object.metadata.name.clone().unwrap_or_default(), object);
+                if let Some((name, object)) = kept(&key, object) {
+                    relisted.insert(name, object);
+                }
             }
             Event::InitDone => {
                 let mut shared = lock(&shared);
@@ -217,8 +226,9 @@ async fn run_watch(api: Api<DynamicObject>, shared: Arc<Mutex<Shared>>, token: C
                 shared.objects = Some(objects);
             }
             Event::Apply(object) => {
-                let object = trimmed(object);
-                let name = object.metadata.name.clone().unwrap_or_default();
+                let Some((name, object)) = kept(&key, object) else {
+                    continue;
+                };
                 let mut shared = lock(&shared);
                 if let Some(objects) = &mut shared.objects {
                     objects.insert(name.clone(), object.clone());
@@ -237,11 +247,35 @@ async fn run_watch(api: Api<DynamicObject>, shared: Arc<Mutex<Shared>>, token: C
     }
 }
 
-/// The object as kept: who wrote which field is never observed, and it can be as large as
-/// the rest of the object.
-fn trimmed(mut object: DynamicObject) -> Arc<DynamicObject> {
+/// The object's name and the object as kept; an object that cannot be read as JSON is left
+/// out, with a warning naming it.
+fn kept(key: &WatchKey, object: DynamicObject) -> Option<(String, Arc<Value>)> {
+    let name = object.metadata.name.clone().unwrap_or_default();
+    match observed_form(object, &key.api_version, &key.kind) {
+        Ok(value) => Some((name, Arc::new(value))),
+        Err(error) => {
+            tracing::warn!(kind = %key.kind, namespace = ?key.namespace, %name, %error,
+                "a watched object cannot be read as JSON; its observers do not see this change");
+            None
+        }
+    }
+}
+
+/// A live object as the observers read it: JSON with the identity fields a watch may leave
+/// out, without its managedFields (who wrote which field is never observed, and it can be as
+/// large as the rest of the object).
+pub fn observed_form(
+    mut object: DynamicObject,
+    api_version: &str,
+    kind: &str,
+) -> Result<Value, serde_json::Error> {
     object.metadata.managed_fields = None;
-    Arc::new(object)
+    let mut value = serde_json::to_value(object)?;
+    if let Value::Object(fields) = &mut value {
+        fields.insert("apiVersion".into(), api_version.into());
+        fields.insert("kind".into(), kind.into());
+    }
+    Ok(value)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -251,9 +251,19 @@ fn check_roles_kept_while_referenced(
     let name = &new.name;
     let old_type = old.declared_type(keys);
     let new_type = new.declared_type(keys);
-    let subs = tree.sub_namespaces(name);
-    let instances = tree.instances(name);
-    if old_type == Some(NamespaceType::Root) && new_type != old_type && !subs.is_empty() {
+    // Finding a namespace's sub-namespaces and instances reads the whole tree: only when a
+    // role that has them is given up (an admission review is answered while the API server
+    // waits, and most updates give up no role).
+    let gives_up_root = old_type == Some(NamespaceType::Root) && new_type != old_type;
+    let stops_being_sub = old.parent(keys).is_some()
+        && new.parent(keys).is_none()
+        && new_type != Some(NamespaceType::Root);
+    let subs = if gives_up_root || stops_being_sub {
+        tree.sub_namespaces(name)
+    } else {
+        Vec::new()
+    };
+    if gives_up_root && !subs.is_empty() {
         return deny(
             TreeRule::RoleRemovedWithChildren,
             format!(
@@ -262,17 +272,19 @@ fn check_roles_kept_while_referenced(
             ),
         );
     }
-    if old_type == Some(NamespaceType::Template) && new_type != old_type && !instances.is_empty() {
-        return deny(
-            TreeRule::RoleRemovedWithChildren,
-            format!(
-                "template namespace {name} cannot stop being a template while it has instances: {}",
-                instances.join(", ")
-            ),
-        );
+    if old_type == Some(NamespaceType::Template) && new_type != old_type {
+        let instances = tree.instances(name);
+        if !instances.is_empty() {
+            return deny(
+                TreeRule::RoleRemovedWithChildren,
+                format!(
+                    "template namespace {name} cannot stop being a template while it has instances: {}",
+                    instances.join(", ")
+                ),
+            );
+        }
     }
-    let stops_being_sub = old.parent(keys).is_some() && new.parent(keys).is_none();
-    if stops_being_sub && new_type != Some(NamespaceType::Root) && !subs.is_empty() {
+    if stops_being_sub && !subs.is_empty() {
         return deny(
             TreeRule::RoleRemovedWithChildren,
             format!(
