@@ -385,19 +385,18 @@ impl<S: SecretReference> GitSourceSpec<S> {
 }
 
 fn check_sub_path(sub_path: &str) -> Result<(), FieldError> {
+    use arbor_policy::layout::sub_path::SubPathProblem;
     let refuse = |detail: &str| {
         Err(FieldError::invalid(
             "spec.subPath",
             format!("{sub_path:?} {detail}"),
         ))
     };
-    if sub_path.starts_with('/') {
-        return refuse("must be relative to the repository root");
+    match arbor_policy::layout::sub_path::check(sub_path) {
+        Ok(()) => Ok(()),
+        Err(SubPathProblem::Absolute) => refuse("must be relative to the repository root"),
+        Err(SubPathProblem::LeavesRepository) => refuse("must not leave the repository (no `..`)"),
     }
-    if sub_path.split('/').any(|component| component == "..") {
-        return refuse("must not leave the repository (no `..`)");
-    }
-    Ok(())
 }
 
 /// Checks a Kubernetes object name (RFC 1123 subdomain: lower case, digits, `-` and `.`).

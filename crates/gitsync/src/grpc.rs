@@ -14,15 +14,15 @@
 //! Everything is read from the controllers' [`Registry`](crate::controller::Registry) except
 //! the live objects Explain and ReportDrift need, which are read from the API server.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use arbor_api::Condition;
 use arbor_api::keys::SourceRef;
 use arbor_policy::object::{GroupKind, GroupVersionKind, ObjectKey};
 use arbor_policy::sync::{
     Action, CompareFields, DeclaredOnCluster, Difference, Moment, Row, Situation,
     UndeclaredOnCluster,
 };
+use arbor_proto::from_kube;
 use arbor_proto::v1::sync_service_server::{SyncService, SyncServiceServer};
 use arbor_proto::v1::{self as proto, ManagedState};
 use tonic::{Request, Response, Status};
@@ -359,34 +359,6 @@ fn preview_status(error: PreviewError) -> Status {
     }
 }
 
-fn timestamp(time: SystemTime) -> prost_types::Timestamp {
-    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
-    prost_types::Timestamp {
-        seconds: i64::try_from(since.as_secs()).unwrap_or(i64::MAX),
-        nanos: i32::try_from(since.subsec_nanos()).unwrap_or(0),
-    }
-}
-
-fn k8s_timestamp(
-    time: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
-) -> prost_types::Timestamp {
-    prost_types::Timestamp {
-        seconds: time.0.as_second(),
-        nanos: time.0.subsec_nanosecond(),
-    }
-}
-
-fn condition(condition: &Condition) -> proto::Condition {
-    proto::Condition {
-        r#type: condition.type_.clone(),
-        status: condition.status.clone(),
-        reason: condition.reason.clone(),
-        message: condition.message.clone(),
-        last_transition_time: Some(k8s_timestamp(&condition.last_transition_time)),
-        observed_generation: condition.observed_generation.unwrap_or_default(),
-    }
-}
-
 fn count(value: i64) -> u32 {
     u32::try_from(value).unwrap_or(u32::MAX)
 }
@@ -398,7 +370,7 @@ fn source_status(source: &SourceRef, record: &SourceRecord) -> proto::SourceStat
         repository: record.repository.clone(),
         reference: record.revision.clone(),
         observed_commit: status.observed_commit.clone().unwrap_or_default(),
-        last_sync_time: status.last_sync_time.as_ref().map(k8s_timestamp),
+        last_sync_time: status.last_sync_time.as_ref().map(from_kube::time),
         counters: Some(proto::ObjectCounters {
             discovered: count(status.objects_discovered),
             applied: count(status.objects_applied),
@@ -416,7 +388,7 @@ fn source_status(source: &SourceRef, record: &SourceRecord) -> proto::SourceStat
                 message: error.message.clone(),
             })
             .collect(),
-        conditions: status.conditions.iter().map(condition).collect(),
+        conditions: status.conditions.iter().map(from_kube::condition).collect(),
         suspended: record.suspended,
         shard: status.shard,
         handled_by: status.handled_by.clone().unwrap_or_default(),
@@ -472,7 +444,7 @@ impl SyncService for SyncServiceImpl {
                         file: object.file.clone(),
                         state: state.into(),
                         message: object.message.clone(),
-                        last_applied_time: object.last_applied.map(timestamp),
+                        last_applied_time: object.last_applied.map(from_kube::timestamp),
                     });
                 }
             }

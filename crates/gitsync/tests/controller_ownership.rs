@@ -104,6 +104,70 @@ async fn gittrack_applies_only_its_namespace_and_lists_cluster_scoped_and_cross_
     Ok(())
 }
 
+/// A tracking object whose controller ownerReference names a `GitTrack` of another API group
+/// is another project's claim, not an Arbor source's (the webhook's rule,
+/// `OwningSourceKind::named_by`): the GitTrack that declares the object adopts the tracking object
+/// and applies it, where a claim by another Arbor source would hold it back as a conflict.
+#[tokio::test]
+async fn a_tracking_object_owned_by_a_gittrack_of_a_foreign_group_is_not_held_by_another_source()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let tracking_objects = cluster.api(
+        "arbor.dev/v1alpha1",
+        "GitTrackObject",
+        "gittrackobjects",
+        Some("foo"),
+    );
+    let foreign: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "arbor.dev/v1alpha1",
+        "kind": "GitTrackObject",
+        "metadata": {
+            "name": "configmap.app",
+            "namespace": "foo",
+            "ownerReferences": [{
+                "apiVersion": "other.example/v1alpha1", "kind": "GitTrack", "name": "elsewhere",
+                "uid": "8d0c7b52-foreign-gittrack", "controller": true,
+            }],
+        },
+        "spec": {"name": "app", "kind": "ConfigMap", "data": {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "app", "namespace": "foo"}, "data": {"value": "0"},
+        }},
+    }))?;
+    tracking_objects
+        .create(&kube::api::PostParams::default(), &foreign)
+        .await?;
+    let repo = Repo::new()?;
+    repo.write("app.yaml", &configmap(None, "app", "1"))?;
+    let commit = repo.commit("app")?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    let status = cluster.synced(&instance, &source, &commit).await?;
+
+    assert_eq!(status.objects_applied, 1, "{status:?}");
+    let app = cluster.configmaps("foo").get("app").await?;
+    assert_eq!(app.data["data"]["value"], "1");
+    let owners = tracking_objects
+        .get("configmap.app")
+        .await?
+        .metadata
+        .owner_references
+        .unwrap_or_default();
+    assert!(
+        owners
+            .iter()
+            .any(|owner| owner.api_version == "arbor.dev/v1alpha1"
+                && owner.kind == "GitTrack"
+                && owner.name == "apps"),
+        "{owners:?}"
+    );
+    instance.stop().await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn includenamespaced_clustergittrack_owns_gittrackobjects_in_every_namespace_and_cgtos()
 -> anyhow::Result<()> {

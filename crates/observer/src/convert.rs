@@ -5,8 +5,8 @@ use std::time::SystemTime;
 use arbor_api::Application;
 use arbor_policy::object::GroupVersionKind;
 use arbor_policy::observe::ResourceId;
-use arbor_proto::v1::{Condition, DriftEvent, DriftKind, ObjectRef};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition as KubeCondition;
+use arbor_proto::from_kube;
+use arbor_proto::v1::{DriftEvent, DriftKind, ObjectRef};
 use kube::core::Resource;
 
 use crate::registry::AppKey;
@@ -38,10 +38,6 @@ pub fn application_ref(key: &AppKey) -> ObjectRef {
     )
 }
 
-pub fn timestamp(time: SystemTime) -> prost_types::Timestamp {
-    prost_types::Timestamp::from(time)
-}
-
 /// A drift event as seen now; `observed_json` empty for deletions.
 pub fn drift_event(
     object: ObjectRef,
@@ -52,7 +48,7 @@ pub fn drift_event(
     DriftEvent {
         object: Some(object),
         kind: kind.into(),
-        observed_at: Some(timestamp(SystemTime::now())),
+        observed_at: Some(from_kube::timestamp(SystemTime::now())),
         changed_fields,
         observed_json,
         reporter: REPORTER.to_owned(),
@@ -64,17 +60,4 @@ pub fn drift_event(
 /// A field path as drift events print it: `spec.replicas`, not `.spec.replicas`.
 pub fn field_name(path: &impl std::fmt::Display) -> String {
     path.to_string().trim_start_matches('.').to_owned()
-}
-
-pub fn condition(condition: &KubeCondition) -> Condition {
-    Condition {
-        r#type: condition.type_.clone(),
-        status: condition.status.clone(),
-        reason: condition.reason.clone(),
-        message: condition.message.clone(),
-        last_transition_time: Some(timestamp(SystemTime::from(
-            condition.last_transition_time.0,
-        ))),
-        observed_generation: condition.observed_generation.unwrap_or_default(),
-    }
 }

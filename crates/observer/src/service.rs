@@ -4,6 +4,7 @@ use std::pin::Pin;
 
 use arbor_api::Application;
 use arbor_policy::observe::{Difference, ObserverSchema, ResourceDelta, with_namespace};
+use arbor_proto::from_kube;
 use arbor_proto::v1::observer_service_server::ObserverService;
 use arbor_proto::v1::{
     ApplicationSummary, DriftEvent, FieldDifference, GetObservationRequest, GetObservationResponse,
@@ -71,10 +72,10 @@ impl ObserverGrpc {
             name: key.name,
             state: format!("{:?}", status.state),
             observer_running: stats.running,
-            last_observed_time: stats.last_observed.map(convert::timestamp),
+            last_observed_time: stats.last_observed.map(from_kube::timestamp),
             objects: u32::try_from(application.spec.manifest.len()).unwrap_or(u32::MAX),
             drift_count: stats.drift_count,
-            conditions: status.conditions.iter().map(convert::condition).collect(),
+            conditions: status.conditions.iter().map(from_kube::condition).collect(),
         }
     }
 }

@@ -49,6 +49,7 @@ mod input;
 pub mod names;
 mod scope;
 mod selector;
+pub mod sub_path;
 mod synced;
 mod unique;
 

@@ -14,6 +14,8 @@
 //!   the reason in the seed's words. The webhook judges ownerReferences with it.
 //! - [`watch`]: both Controller Reconcile Matrices, and [`WatchScope::from_flags`], which
 //!   combines the flags and refuses the combinations the seed rules out.
+//! - [`reference`]: [`OwningSourceKind::named_by`], which Arbor source an ownerReference names (group
+//!   and kind), asked by the webhook and by gitsync; test `tests/ownership_reference.rs`.
 //! - [`apply`]: [`WatchScope::may_apply`], which gitsync asks for each declared object: the
 //!   tracking object it becomes, or the reason it goes to `ignoredFiles`.
 //!
@@ -77,9 +79,11 @@
 pub mod apply;
 pub mod matrix;
 pub mod modes;
+pub mod reference;
 pub mod watch;
 
 pub use apply::{IgnoreReason, ObjectScope};
 pub use matrix::{MatrixRow, Owner, OwnershipRule, OwnershipVerdict, TrackingObject, may_own};
 pub use modes::{ClusterGitTrackMode, FlagError, GitTrackMode, ModeFlags, NamespaceRestriction};
+pub use reference::OwningSourceKind;
 pub use watch::{NamespaceScope, WatchScope, WatchSet, Watched};

@@ -22,6 +22,40 @@ pub mod v1 {
     tonic::include_proto!("arbor.v1");
 }
 
+/// The messages' times and conditions, from the Kubernetes and system types the controllers hold.
+/// Every service converts through here, so a time before the epoch reads the same from each
+/// (prost's normalised form: whole seconds down, nanoseconds in `0..1e9`).
+pub mod from_kube {
+    use std::time::SystemTime;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+    pub fn timestamp(time: SystemTime) -> prost_types::Timestamp {
+        prost_types::Timestamp::from(time)
+    }
+
+    pub fn time(time: &Time) -> prost_types::Timestamp {
+        // jiff counts a time before the epoch with negative nanoseconds; prost's form does not.
+        let mut stamp = prost_types::Timestamp {
+            seconds: time.0.as_second(),
+            nanos: time.0.subsec_nanosecond(),
+        };
+        stamp.normalize();
+        stamp
+    }
+
+    pub fn condition(condition: &Condition) -> crate::v1::Condition {
+        crate::v1::Condition {
+            r#type: condition.type_.clone(),
+            status: condition.status.clone(),
+            reason: condition.reason.clone(),
+            message: condition.message.clone(),
+            last_transition_time: Some(time(&condition.last_transition_time)),
+            observed_generation: condition.observed_generation.unwrap_or_default(),
+        }
+    }
+}
+
 /// The bounds of a `PreviewFiles` request, which the client checks before sending and the
 /// server enforces.
 pub mod preview {

@@ -66,7 +66,7 @@ pub fn resolve_sub_path(checkout: &Path, sub_path: &str) -> Result<PathBuf, Load
     let invalid = |code, message: String| {
         LoadError::Invalid(vec![SourceError::at_path(code, sub_path, message)])
     };
-    if sub_path.starts_with('/') || sub_path.split('/').any(|segment| segment == "..") {
+    if arbor_policy::layout::sub_path::check(sub_path).is_err() {
         return Err(invalid(
             ErrorCode::InvalidSubPath,
             "subPath must be a relative path inside the repository, without \"..\"".into(),

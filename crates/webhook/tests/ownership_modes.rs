@@ -210,3 +210,42 @@ async fn clustergittrack_owning_namespaced_objects_stays_mode_dependent() {
         );
     }
 }
+
+/// A ClusterGitTrackObject whose only ownerReference names a `GitTrack` of `api_version`.
+fn cluster_object_owned_by_reference_alone(api_version: &str) -> Vec<u8> {
+    let object = json!({
+        "apiVersion": ARBOR,
+        "kind": "ClusterGitTrackObject",
+        "metadata": {
+            "name": "clusterrole-viewer",
+            "ownerReferences": [{
+                "apiVersion": api_version, "kind": "GitTrack", "name": "apps", "uid": "1", "controller": true,
+            }],
+        },
+        "spec": {"name": "viewer", "kind": "ClusterRole", "data": {}},
+    });
+    create("ClusterGitTrackObject", None, object)
+}
+
+/// The same rule as gitsync's (`OwningSourceKind::named_by`): an ownerReference of kind GitTrack in
+/// another API group names another project's object, not an Arbor GitTrack, so the "GitTrack
+/// can never own cluster-scoped resource" row does not apply to it.
+#[tokio::test]
+async fn an_owner_reference_of_the_right_kind_in_a_foreign_group_is_not_an_arbor_owner() {
+    let server = webhook("Enabled", "IncludeNamespaced").await;
+    let (allowed, message) = answer(
+        &server,
+        cluster_object_owned_by_reference_alone("arbor.dev/v1alpha1"),
+    )
+    .await;
+    assert!(
+        !allowed && message.contains("GitTrack can never own cluster-scoped resource"),
+        "{message}"
+    );
+    let (allowed, message) = answer(
+        &server,
+        cluster_object_owned_by_reference_alone("other.example/v1alpha1"),
+    )
+    .await;
+    assert!(allowed, "{message}");
+}

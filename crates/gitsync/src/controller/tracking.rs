@@ -20,7 +20,7 @@ use arbor_api::keys::{GITSYNC_FIELD_MANAGER, GITSYNC_FINALIZER, SourceRef};
 use arbor_api::source::DeletionPolicy;
 use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, DeclaredObject, GitTrack, GitTrackObject};
 use arbor_policy::object::{GroupVersionKind, ObjectKey, gvk};
-use arbor_policy::ownership::{ClusterGitTrackMode, Owner, TrackingObject};
+use arbor_policy::ownership::{ClusterGitTrackMode, Owner, OwningSourceKind, TrackingObject};
 use arbor_policy::sync::round::{self, Finalize, FinalizeInput, SourceSeen, SourceStanding};
 use arbor_policy::sync::{Action, CompareFields};
 use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened};
@@ -477,7 +477,8 @@ pub async fn delete(ctx: &Context, tracked: &Tracked) -> Result<(), ControllerEr
     }
 }
 
-/// The source that owns a tracking object, from its controller ownerReference.
+/// The source that owns a tracking object, from its controller ownerReference when that names
+/// one of Arbor's sources ([`OwningSourceKind::named_by`]: group and kind).
 fn owner_source(tracked: &Tracked) -> Option<(SourceRef, String)> {
     let owner = tracked
         .meta
@@ -485,15 +486,15 @@ fn owner_source(tracked: &Tracked) -> Option<(SourceRef, String)> {
         .iter()
         .flatten()
         .find(|owner| owner.controller == Some(true))?;
-    let source = match owner.kind.as_str() {
-        "GitTrack" => SourceRef::GitTrack {
+    let arbor_group = GitTrack::group(&());
+    let source = match OwningSourceKind::named_by(&arbor_group, &owner.api_version, &owner.kind)? {
+        OwningSourceKind::GitTrack => SourceRef::GitTrack {
             namespace: tracked.namespace.clone()?,
             name: owner.name.clone(),
         },
-        "ClusterGitTrack" => SourceRef::ClusterGitTrack {
+        OwningSourceKind::ClusterGitTrack => SourceRef::ClusterGitTrack {
             name: owner.name.clone(),
         },
-        _ => return None,
     };
     Some((source, owner.uid.clone()))
 }

@@ -12,7 +12,7 @@
 
 use arbor_api::keys::{ArborKeys, SourceRef};
 use arbor_policy::ownership::{
-    Owner, OwnershipRule, OwnershipVerdict, TrackingObject, WatchScope, may_own,
+    Owner, OwnershipRule, OwnershipVerdict, OwningSourceKind, TrackingObject, WatchScope, may_own,
 };
 use kube::Resource;
 use serde_json::Value;
@@ -144,11 +144,8 @@ fn owners(
         };
         let api_version = read("apiVersion")?;
         let kind = read("kind")?;
-        if api_version.split_once('/').map(|(g, _)| g) != Some(group.as_ref()) {
-            continue;
-        }
-        match kind {
-            "GitTrack" => {
+        match OwningSourceKind::named_by(&group, api_version, kind) {
+            Some(OwningSourceKind::GitTrack) => {
                 let located = reference
                     .get("uid")
                     .and_then(Value::as_str)
@@ -163,8 +160,8 @@ fn owners(
                     }),
                 });
             }
-            "ClusterGitTrack" => add(Owner::ClusterGitTrack),
-            _ => {}
+            Some(OwningSourceKind::ClusterGitTrack) => add(Owner::ClusterGitTrack),
+            None => {}
         }
     }
     let annotation = settings.keys.source_annotation();
