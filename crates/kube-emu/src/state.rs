@@ -134,14 +134,11 @@ fn set_or_remove(object: &mut Value, field: &str, value: Option<Value>) {
     }
 }
 
-/// Label and annotation rules every kind shares.
+/// Label, annotation and ownerReference rules every kind shares.
 fn check_metadata(kind: &ResourceKind, object: &Value) -> Result<(), ApiError> {
-    ApiError::invalid_if_any(
-        &kind.id.group,
-        &kind.kind,
-        meta::name(object),
-        validation::validate_labels_and_annotations(object),
-    )
+    let mut causes = validation::validate_labels_and_annotations(object);
+    causes.extend(validation::validate_owner_references(object));
+    ApiError::invalid_if_any(&kind.id.group, &kind.kind, meta::name(object), causes)
 }
 
 /// The size of `value` as compact JSON, near enough (escapes are not counted), without

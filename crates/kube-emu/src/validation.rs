@@ -1,5 +1,6 @@
 //! The validation every kind gets, with kube-apiserver's messages: object names per the
-//! kind's [`NameRule`], label keys and values, annotation keys and their total size.
+//! kind's [`NameRule`], label keys and values, annotation keys and their total size, and
+//! ownerReferences (each complete, at most one controller).
 
 use serde_json::Value;
 
@@ -164,6 +165,57 @@ pub fn validate_labels_and_annotations(object: &Value) -> Vec<Cause> {
     causes
 }
 
+/// Causes for invalid ownerReferences, as kube-apiserver's `ValidateOwnerReferences` judges
+/// them: each names a version, a kind, a name and a uid, and at most one is the controller
+/// (a second controller is how two owners that each think they own an object get caught).
+pub fn validate_owner_references(object: &Value) -> Vec<Cause> {
+    const FIELD: &str = "metadata.ownerReferences";
+    let Some(references) = object
+        .get("metadata")
+        .and_then(|metadata| metadata.get("ownerReferences"))
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    let mut causes = Vec::new();
+    let mut first_controller: Option<String> = None;
+    for reference in references {
+        let text = |field: &str| reference.get(field).and_then(Value::as_str).unwrap_or("");
+        let api_version = text("apiVersion");
+        let version = api_version.rsplit('/').next().unwrap_or_default();
+        if version.is_empty() {
+            causes.push(Cause::invalid(
+                format!("{FIELD}.apiVersion"),
+                &Value::from(api_version),
+                "version must not be empty",
+            ));
+        }
+        for field in ["kind", "name", "uid"] {
+            if text(field).is_empty() {
+                causes.push(Cause::invalid(
+                    format!("{FIELD}.{field}"),
+                    &Value::from(text(field)),
+                    "must not be empty",
+                ));
+            }
+        }
+        if reference.get("controller").and_then(Value::as_bool) == Some(true) {
+            let this = format!("{}/{}", text("kind"), text("name"));
+            match &first_controller {
+                Some(first) => causes.push(Cause::invalid(
+                    FIELD,
+                    &Value::Array(references.clone()),
+                    &format!(
+                        "Only one reference can have Controller set to true. Found \"true\" in references for {first} and {this}"
+                    ),
+                )),
+                None => first_controller = Some(this),
+            }
+        }
+    }
+    causes
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -233,5 +285,38 @@ mod tests {
         assert!(validate_name("system:controller:x", NameRule::PathSegment).is_empty());
         assert!(!validate_name("a/b", NameRule::PathSegment).is_empty());
         assert!(!validate_name("..", NameRule::PathSegment).is_empty());
+    }
+
+    #[test]
+    fn owner_references_are_complete_and_name_one_controller_at_most() {
+        let owner = |uid: &str, controller: bool| {
+            json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("rs-{uid}"),
+                   "uid": uid, "controller": controller})
+        };
+        let causes = |references: Value| {
+            validate_owner_references(&json!({"metadata": {"ownerReferences": references}}))
+                .into_iter()
+                .map(|cause| format!("{}: {}", cause.field, cause.message))
+                .collect::<Vec<_>>()
+        };
+        assert!(causes(json!([owner("a", true), owner("b", false)])).is_empty());
+        let two = causes(json!([
+            owner("a", true),
+            owner("b", false),
+            owner("c", true)
+        ]));
+        assert_eq!(two.len(), 1, "{two:?}");
+        assert!(two[0].starts_with("metadata.ownerReferences: Invalid value: [{"));
+        assert!(two[0].ends_with(
+            "Only one reference can have Controller set to true. Found \"true\" in references for ReplicaSet/rs-a and ReplicaSet/rs-c"
+        ));
+        assert_eq!(
+            causes(json!([{"apiVersion": "apps/", "kind": "", "name": "x", "uid": ""}])),
+            vec![
+                "metadata.ownerReferences.apiVersion: Invalid value: \"apps/\": version must not be empty",
+                "metadata.ownerReferences.kind: Invalid value: \"\": must not be empty",
+                "metadata.ownerReferences.uid: Invalid value: \"\": must not be empty",
+            ]
+        );
     }
 }

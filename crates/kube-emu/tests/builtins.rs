@@ -52,6 +52,57 @@ async fn invalid_label_keys_and_values_are_refused_with_kube_apiservers_words() 
     );
 }
 
+/// kube-apiserver's `ValidateOwnerReferences`: one controller per object, on create and on
+/// every update (an SSA apply adding a second controller is how two owners collide).
+#[tokio::test]
+async fn an_object_has_at_most_one_controller_owner() {
+    let (_emu, client) = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let owner = |uid: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("rs-{uid}"),
+               "uid": uid, "controller": true})
+    };
+    let one: ConfigMap = from_json(json!({"metadata": {"name": "owned",
+        "ownerReferences": [owner("a")]}}));
+    api.create(&PostParams::default(), &one)
+        .await
+        .expect("one controller");
+    let second = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "owned", "ownerReferences": [owner("b")]}});
+    let status = api_status(
+        api.patch(
+            "owned",
+            &PatchParams::apply("second-owner"),
+            &Patch::Apply(&second),
+        )
+        .await
+        .expect_err("a second controller"),
+    );
+    assert_eq!(status.code, 422);
+    assert!(
+        status.message.starts_with(
+            "ConfigMap \"owned\" is invalid: metadata.ownerReferences: Invalid value: [{"
+        ),
+        "{}",
+        status.message
+    );
+    assert!(
+        status.message.ends_with(
+            "Only one reference can have Controller set to true. Found \"true\" in references for ReplicaSet/rs-a and ReplicaSet/rs-b"
+        ),
+        "{}",
+        status.message
+    );
+    let both: ConfigMap = from_json(json!({"metadata": {"name": "both",
+        "ownerReferences": [owner("a"), owner("b")]}}));
+    let status = api_status(
+        api.create(&PostParams::default(), &both)
+            .await
+            .expect_err("two controllers"),
+    );
+    assert_eq!(status.code, 422, "{}", status.message);
+}
+
 #[tokio::test]
 async fn requests_over_3_mib_and_config_maps_over_1_mib_are_refused() {
     let (_emu, client) = start().await;
