@@ -106,10 +106,11 @@ async fn gittrack_applies_only_its_namespace_and_lists_cluster_scoped_and_cross_
 
 /// A tracking object whose controller ownerReference names a `GitTrack` of another API group
 /// is another project's claim, not an Arbor source's (the webhook's rule,
-/// `OwningSourceKind::named_by`): the GitTrack that declares the object adopts the tracking object
-/// and applies it, where a claim by another Arbor source would hold it back as a conflict.
+/// `OwningSourceKind::named_by`), and still a claim: kube-apiserver allows one controller per
+/// object, so the GitTrack declaring the object reports the conflict (ARB3020, naming that
+/// controller) and leaves the tracking object and the ConfigMap as they are.
 #[tokio::test]
-async fn a_tracking_object_owned_by_a_gittrack_of_a_foreign_group_is_not_held_by_another_source()
+async fn a_tracking_object_controlled_by_a_gittrack_of_a_foreign_group_is_a_conflict_left_alone()
 -> anyhow::Result<()> {
     let cluster = Cluster::start().await?;
     cluster.namespace("foo").await?;
@@ -147,23 +148,29 @@ async fn a_tracking_object_owned_by_a_gittrack_of_a_foreign_group_is_not_held_by
     let source = cluster.create_gittrack("foo", "apps", &repo).await?;
     let status = cluster.synced(&instance, &source, &commit).await?;
 
-    assert_eq!(status.objects_applied, 1, "{status:?}");
-    let app = cluster.configmaps("foo").get("app").await?;
-    assert_eq!(app.data["data"]["value"], "1");
+    let conflict = status
+        .errors
+        .iter()
+        .find(|error| error.code == "ARB3020")
+        .unwrap_or_else(|| panic!("ARB3020 expected: {status:?}"));
+    assert_eq!(conflict.object.as_deref(), Some("ConfigMap/foo/app"));
+    assert!(
+        conflict
+            .message
+            .contains("GitTrack/elsewhere (other.example/v1alpha1)"),
+        "{}",
+        conflict.message
+    );
+    assert_eq!(status.objects_applied, 0, "{status:?}");
+    assert!(cluster.configmaps("foo").get_opt("app").await?.is_none());
     let owners = tracking_objects
         .get("configmap.app")
         .await?
         .metadata
         .owner_references
         .unwrap_or_default();
-    assert!(
-        owners
-            .iter()
-            .any(|owner| owner.api_version == "arbor.dev/v1alpha1"
-                && owner.kind == "GitTrack"
-                && owner.name == "apps"),
-        "{owners:?}"
-    );
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert_eq!(owners[0].api_version, "other.example/v1alpha1");
     instance.stop().await;
     Ok(())
 }

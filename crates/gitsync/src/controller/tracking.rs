@@ -24,7 +24,7 @@ use arbor_policy::ownership::{ClusterGitTrackMode, Owner, OwningSourceKind, Trac
 use arbor_policy::sync::round::{self, Finalize, FinalizeInput, SourceSeen, SourceStanding};
 use arbor_policy::sync::{Action, CompareFields};
 use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference};
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -204,8 +204,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 pub struct Inventory {
     /// The source's own (its inventory), by the key of the object each tracks.
     pub owned: BTreeMap<ObjectKey, Tracked>,
-    /// Those another source manages (their controller ownerReference names it): an object the
-    /// source declares too is a management conflict.
+    /// Those another source or another project's controller manages (their controller
+    /// ownerReference names it): an object the source declares too is a management conflict.
     pub others: BTreeMap<ObjectKey, Tracked>,
     /// Those without a controller owner (left over): a source declaring the object adopts it.
     pub unowned: BTreeSet<ObjectKey>,
@@ -221,7 +221,7 @@ pub async fn list_inventory(
     let mut collect = |tracked: Tracked| {
         if tracked.owned_by(&handle.uid) {
             inventory.owned.insert(tracked.key.clone(), tracked);
-        } else if owner_source(&tracked).is_some() {
+        } else if controller_reference(&tracked).is_some() {
             inventory.others.insert(tracked.key.clone(), tracked);
         } else {
             inventory.unowned.insert(tracked.key);
@@ -477,15 +477,20 @@ pub async fn delete(ctx: &Context, tracked: &Tracked) -> Result<(), ControllerEr
     }
 }
 
-/// The source that owns a tracking object, from its controller ownerReference when that names
-/// one of Arbor's sources ([`OwningSourceKind::named_by`]: group and kind).
-fn owner_source(tracked: &Tracked) -> Option<(SourceRef, String)> {
-    let owner = tracked
+/// A tracking object's controller ownerReference, whoever it names.
+fn controller_reference(tracked: &Tracked) -> Option<&OwnerReference> {
+    tracked
         .meta
         .owner_references
         .iter()
         .flatten()
-        .find(|owner| owner.controller == Some(true))?;
+        .find(|owner| owner.controller == Some(true))
+}
+
+/// The source that owns a tracking object, from its controller ownerReference when that names
+/// one of Arbor's sources ([`OwningSourceKind::named_by`]: group and kind).
+fn owner_source(tracked: &Tracked) -> Option<(SourceRef, String)> {
+    let owner = controller_reference(tracked)?;
     let arbor_group = GitTrack::group(&());
     let source = match OwningSourceKind::named_by(&arbor_group, &owner.api_version, &owner.kind)? {
         OwningSourceKind::GitTrack => SourceRef::GitTrack {
@@ -499,10 +504,21 @@ fn owner_source(tracked: &Tracked) -> Option<(SourceRef, String)> {
     Some((source, owner.uid.clone()))
 }
 
-/// The source that manages the object `tracked` tracks, as its name (`GitTrack/<namespace>/
-/// <name>`) and uid.
+/// Who manages the object `tracked` tracks, as a name and a uid: the Arbor source its
+/// controller ownerReference names (`GitTrack/<namespace>/<name>`), or else whatever that
+/// reference names (`<Kind>/<name> (<apiVersion>)`). Another project's controller is a holder
+/// too: kube-apiserver allows one controller per object, so adopting the tracking object could
+/// only fail, and the object it tracks is not Arbor's to overwrite.
 pub fn manager(tracked: &Tracked) -> Option<(String, String)> {
-    owner_source(tracked).map(|(source, uid)| (source.to_string(), uid))
+    if let Some((source, uid)) = owner_source(tracked) {
+        return Some((source.to_string(), uid));
+    }
+    controller_reference(tracked).map(|owner| {
+        (
+            format!("{}/{} ({})", owner.kind, owner.name, owner.api_version),
+            owner.uid.clone(),
+        )
+    })
 }
 
 /// Where the source stands ([`SourceStanding::of`]). Only its metadata is read, so a source
