@@ -204,7 +204,9 @@ async fn run_sources<K: SourceKind>(
             }
             SourceRef::ClusterGitTrack { name } => ObjectRef::new_with(&name, resource.clone()),
         });
-    Controller::new_with(api, watcher::Config::default(), api_resource::<K>())
+    let controller = Controller::new_with(api, watcher::Config::default(), api_resource::<K>());
+    ctx.sources.set::<K>(controller.store());
+    controller
         .reconcile_on(requested)
         // A shard this replica gains brings its sources' rounds at once.
         .reconcile_all_on(ctx.shards.gains())
@@ -574,15 +576,39 @@ where
             return Ok(Action::await_change());
         }
     };
-    if !tracking::watched_owner(&ctx, &tracking) || !shard::holds_owner(&ctx, &object) {
+    if !tracking::watched_owner(&ctx, &tracking) {
         return Ok(Action::await_change());
     }
+    let Some(admitted) = shard::admit_owner(&ctx, &object).await else {
+        return Ok(Action::await_change());
+    };
+    // A shard lost meanwhile stops the finalizer before its next write; the new holder's sweep
+    // takes the tracking object up.
+    admitted
+        .while_held(finalize_tracking(object, &tracking, ctx.clone(), &admitted))
+        .await
+        .unwrap_or(Ok(Action::await_change()))
+}
+
+/// Decides for a Terminating tracking object of an admitted source and carries it out.
+async fn finalize_tracking<K>(
+    object: Arc<DynamicObject>,
+    tracking: &K,
+    ctx: Arc<Context>,
+    admitted: &shard::Admitted,
+) -> Result<Action, ControllerError>
+where
+    K: TrackingKind + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
     // Finalizing writes (the object, the finalizer): it shares the instance's write permits.
     let _permit = ctx.writes.acquire().await.ok();
-    let finalizing = tracking::Finalizing::decide(&ctx, &tracking).await?;
-    if finalizing.waits_for_a_round(&ctx) {
+    let finalizing = tracking::Finalizing::decide(&ctx, tracking).await?;
+    if finalizing.waits(&ctx) {
         // Look again in case that round never comes.
         return Ok(Action::requeue(LEFT_TO_SOURCE));
+    }
+    if !admitted.guard.still_held() {
+        return Ok(Action::await_change());
     }
     // kube-runtime's finalizer helper runs the cleanup, then removes gitsync's finalizer with a
     // JSON patch that tests the entry first (no resourceVersion needed, and a finalizer someone

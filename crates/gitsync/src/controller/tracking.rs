@@ -20,9 +20,12 @@ use arbor_api::source::DeletionPolicy;
 use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, DeclaredObject, GitTrack, GitTrackObject};
 use arbor_policy::object::{GroupVersionKind, ObjectKey, gvk};
 use arbor_policy::ownership::{ClusterGitTrackMode, Owner, TrackingObject};
-use arbor_policy::sync::round::{self, Finalize, FinalizeInput, SourceSeen, SourceStanding};
+use arbor_policy::sync::round::{
+    self, Elsewhere, Finalize, FinalizeInput, OtherSource, SourceSeen, SourceStanding,
+};
 use arbor_policy::sync::{Action, CompareFields};
 use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
@@ -142,6 +145,23 @@ impl Tracked {
 
     pub fn deleting(&self) -> bool {
         self.meta.deletion_timestamp.is_some()
+    }
+
+    /// The tracking object itself, for Events about it.
+    fn regarding(&self) -> ObjectReference {
+        let kind = if self.namespace.is_some() {
+            "GitTrackObject"
+        } else {
+            "ClusterGitTrackObject"
+        };
+        ObjectReference {
+            api_version: Some(API_VERSION.to_owned()),
+            kind: Some(kind.to_owned()),
+            name: Some(self.name.clone()),
+            namespace: self.namespace.clone(),
+            uid: self.meta.uid.clone(),
+            ..ObjectReference::default()
+        }
     }
 
     fn owned_by(&self, uid: &str) -> bool {
@@ -479,13 +499,13 @@ async fn source_standing(
     Ok(SourceStanding::of(seen, uid))
 }
 
-/// The owner of a tracking object, when this instance reconciles it.
+/// Whether this instance finalizes `object`: it watches the tracking object's owner. A tracking
+/// object that names no source, or no object it tracks, is finalized by every instance that
+/// sees it, which only lets it go (the same patch, whoever sends it).
 pub fn watched_owner(ctx: &Context, object: &impl TrackingKind) -> bool {
-    let Some(tracked) = Tracked::of(object) else {
-        return false;
-    };
-    let Some((source, _)) = owner_source(&tracked) else {
-        return false;
+    let owner = Tracked::of(object).as_ref().and_then(owner_source);
+    let Some((source, _)) = owner else {
+        return true;
     };
     let owner = match &source {
         SourceRef::GitTrack { namespace, .. } => Owner::gittrack(namespace.clone()),
@@ -494,20 +514,51 @@ pub fn watched_owner(ctx: &Context, object: &impl TrackingKind) -> bool {
     ctx.settings.scope.watches().watches_owner(&owner)
 }
 
-/// The sources other than `owner` whose last round declared `key` and could manage it: a
-/// declaration the ownership matrix refused, or of a kind the source has no Sync for, cannot
-/// take an object over, so it does not keep one either.
+/// Whether sources other than `owner` declare `key`, and which ones ([`OtherSource`]): a round
+/// of theirs on this instance that declared it (a declaration the ownership matrix refused, or
+/// of a kind the source has no Sync for, cannot take an object over, so it does not keep one
+/// either), or their status reporting a management conflict on it, whichever replica ran that
+/// round. Unknown while the source caches are not filled.
+pub fn others_declaring(
+    ctx: &Context,
+    owner: Option<&SourceRef>,
+    key: &ObjectKey,
+) -> (Elsewhere, Vec<SourceRef>) {
+    let mut others: BTreeMap<SourceRef, OtherSource> = BTreeMap::new();
+    let unknown = OtherSource {
+        here: None,
+        conflict_reported: false,
+        deleting: false,
+    };
+    for (source, _, record) in ctx.registry.declarations(key) {
+        if Some(&source) != owner {
+            others.entry(source).or_insert(unknown).here = Some(record.state.may_manage());
+        }
+    }
+    let cached = ctx.sources.all(&ctx.settings);
+    for source in cached.iter().flatten() {
+        if Some(&source.reference) != owner {
+            let other = others.entry(source.reference.clone()).or_insert(unknown);
+            other.conflict_reported = source.reports_conflict_on(key);
+            other.deleting = source.deleting();
+        }
+    }
+    let elsewhere = Elsewhere::of(cached.is_some(), others.values().copied());
+    let declaring = others
+        .into_iter()
+        .filter(|(_, other)| other.declares())
+        .map(|(source, _)| source)
+        .collect();
+    (elsewhere, declaring)
+}
+
+/// The sources other than `owner` that declare `key` ([`others_declaring`]).
 pub fn declared_elsewhere(
     ctx: &Context,
     owner: Option<&SourceRef>,
     key: &ObjectKey,
 ) -> Vec<SourceRef> {
-    ctx.registry
-        .declarations(key)
-        .into_iter()
-        .filter(|(source, _, record)| Some(source) != owner && record.state.may_manage())
-        .map(|(source, _, _)| source)
-        .collect()
+    others_declaring(ctx, owner, key).1
 }
 
 /// What the finalizer of one Terminating tracking object does
@@ -531,6 +582,7 @@ impl Finalizing {
         object: &K,
     ) -> Result<Self, ControllerError> {
         let Some(tracked) = Tracked::of(object) else {
+            tracing::warn!(tracking = %object.meta().name.as_deref().unwrap_or_default(), "a tracking object being deleted names no object it tracks (spec.kind, spec.name, spec.data): it is let go and nothing else is touched");
             return Ok(Self {
                 tracked: None,
                 decision: Finalize::Orphan,
@@ -541,7 +593,7 @@ impl Finalizing {
         let owner = owner_source(&tracked);
         let standing = match &owner {
             Some((source, uid)) => source_standing(ctx, source, uid).await?,
-            None => SourceStanding::Gone,
+            None => SourceStanding::Unowned,
         };
         let alive = standing == SourceStanding::Alive;
         let owning = owner.map(|(source, _)| source);
@@ -555,7 +607,7 @@ impl Finalizing {
         // The registry is this instance's: empty for a source until a round of it finishes
         // here (after a restart, or a shard taken over from another replica).
         let declarations_known = record.as_ref().is_some_and(|record| record.good.is_some());
-        let others = declared_elsewhere(ctx, owning.as_ref(), &tracked.key);
+        let (elsewhere, others) = others_declaring(ctx, owning.as_ref(), &tracked.key);
         let orphan = tracked
             .meta
             .annotations
@@ -565,7 +617,7 @@ impl Finalizing {
         let decision = round::finalize(FinalizeInput {
             source: standing,
             still_declared,
-            declared_elsewhere: !others.is_empty(),
+            declared_elsewhere: elsewhere,
             orphan,
             kind_declared: owning.as_ref().filter(|_| alive).and_then(|source| {
                 ctx.registry
@@ -581,19 +633,19 @@ impl Finalizing {
         })
     }
 
-    /// Whether the finalizer waits for a round of the owning source: its deletion, which plans
-    /// every object together (budget, namespaces last) and removes this finalizer, or the first
-    /// round here of a living source, without which its declarations are unknown. Asks for that
-    /// round, so that it runs.
-    pub fn waits_for_a_round(&self, ctx: &Context) -> bool {
-        let waits = matches!(
+    /// Whether the finalizer waits: for a round of the owning source (its deletion, which plans
+    /// every object together and removes this finalizer, or the first round here of a living
+    /// source, without which its declarations are unknown), which it asks for, or until the
+    /// other sources can be seen.
+    pub fn waits(&self, ctx: &Context) -> bool {
+        let for_a_round = matches!(
             self.decision,
             Finalize::WaitForSourceDeletion | Finalize::WaitForRound
         );
-        if let (true, Some(source)) = (waits, &self.owning) {
+        if let (true, Some(source)) = (for_a_round, &self.owning) {
             ctx.registry.request_round(source);
         }
-        waits
+        for_a_round || self.decision == Finalize::WaitForOtherSources
     }
 
     /// Carries the decision out on the tracked object; the tracking object is let go after it.
@@ -603,8 +655,21 @@ impl Finalizing {
             return Ok(Vec::new());
         };
         Ok(match self.decision {
-            Finalize::WaitForSourceDeletion | Finalize::WaitForRound | Finalize::Orphan => {
-                Vec::new()
+            Finalize::WaitForSourceDeletion
+            | Finalize::WaitForRound
+            | Finalize::WaitForOtherSources
+            | Finalize::Orphan => Vec::new(),
+            Finalize::ReleaseUnowned => {
+                let message = format!(
+                    "{} names no source as its controller (its source was deleted with \
+                     propagationPolicy=Orphan, or the ownerReference was removed): it is let go and \
+                     {} is left on the cluster, since nothing says it is Arbor's to delete",
+                    tracked.name,
+                    super::notice::describe(&tracked.key)
+                );
+                let notice = super::notice::Notice::warning("ReleasedUnowned", "Finalize", message);
+                super::notice::publish(ctx, &tracked.regarding(), &tracked.name, &notice).await;
+                self.others.clone()
             }
             Finalize::Recreate => self.owning.iter().cloned().collect(),
             Finalize::ReleaseToAnotherSource => {

@@ -1,0 +1,149 @@
+//! What every source in scope reports on the cluster, for decisions that must not depend on
+//! which replica ran which round.
+//!
+//! With `--shards`, a replica runs the rounds of its own shards only, so its [`Registry`]
+//! (super::Registry) knows what those sources declare and nothing of the others. Every round,
+//! wherever it ran, writes its management conflicts to its source's status (`ARB3020`, naming
+//! the object): a source that declares an object another source holds says so there. The
+//! source controllers watch every source of their kind, whatever its shard, and their caches are
+//! read here, so deciding whether another source declares an object costs no request.
+
+use std::sync::{Arc, OnceLock};
+
+use arbor_api::keys::SourceRef;
+use arbor_api::{ClusterGitTrack, GitTrack};
+use arbor_policy::object::ObjectKey;
+use arbor_policy::ownership::NamespaceScope;
+use arbor_runtime::decode::api_resource;
+use futures::FutureExt;
+use kube::Resource;
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::Store;
+
+use super::error::MANAGEMENT_CONFLICT;
+use super::settings::Settings;
+
+/// The source controllers' caches, each set once its controller starts.
+#[derive(Default)]
+pub struct SourceCaches {
+    gittracks: OnceLock<Store<DynamicObject>>,
+    cluster_gittracks: OnceLock<Store<DynamicObject>>,
+}
+
+impl std::fmt::Debug for SourceCaches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceCaches").finish_non_exhaustive()
+    }
+}
+
+/// One source as its cache holds it.
+#[derive(Debug, Clone)]
+pub struct CachedSource {
+    pub reference: SourceRef,
+    pub object: Arc<DynamicObject>,
+}
+
+impl CachedSource {
+    /// Its status reports a management conflict on `key`.
+    pub fn reports_conflict_on(&self, key: &ObjectKey) -> bool {
+        let key = key.to_string();
+        self.object.data["status"]["errors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|error| {
+                error["code"].as_str() == Some(MANAGEMENT_CONFLICT)
+                    && error["object"].as_str() == Some(key.as_str())
+            })
+    }
+
+    pub fn deleting(&self) -> bool {
+        self.object.metadata.deletion_timestamp.is_some()
+    }
+}
+
+impl SourceCaches {
+    /// Keeps the cache of the controller of source kind `K`.
+    pub fn set<K: Resource<DynamicType = ()>>(&self, store: Store<DynamicObject>) {
+        let slot = if K::kind(&()) == ClusterGitTrack::kind(&()) {
+            &self.cluster_gittracks
+        } else {
+            &self.gittracks
+        };
+        // Each controller starts once per instance; a second store would be the same watch.
+        let _ = slot.set(store);
+    }
+
+    /// The cached source `reference` names; `None` when it is not there or its kind is not
+    /// watched here.
+    pub fn get(&self, reference: &SourceRef) -> Option<CachedSource> {
+        let (slot, resource, namespace, name) = match reference {
+            SourceRef::GitTrack { namespace, name } => (
+                &self.gittracks,
+                api_resource::<GitTrack>(),
+                Some(namespace),
+                name,
+            ),
+            SourceRef::ClusterGitTrack { name } => (
+                &self.cluster_gittracks,
+                api_resource::<ClusterGitTrack>(),
+                None,
+                name,
+            ),
+        };
+        let mut key = ObjectRef::new_with(name, resource);
+        if let Some(namespace) = namespace {
+            key = key.within(namespace);
+        }
+        let object = slot.get()?.get(&key)?;
+        Some(CachedSource {
+            reference: reference.clone(),
+            object,
+        })
+    }
+
+    /// Every source this instance watches, or `None` while a watched kind's cache has not been
+    /// filled by its first list (what is missing cannot be told from what is not there).
+    pub fn all(&self, settings: &Settings) -> Option<Vec<CachedSource>> {
+        let watches = settings.scope.watches();
+        let mut sources = Vec::new();
+        if watches.gittracks != NamespaceScope::Nowhere {
+            sources.extend(filled(&self.gittracks)?);
+        }
+        if watches.cluster_gittracks {
+            sources.extend(filled(&self.cluster_gittracks)?);
+        }
+        Some(sources)
+    }
+}
+
+fn filled(slot: &OnceLock<Store<DynamicObject>>) -> Option<Vec<CachedSource>> {
+    let store = slot.get()?;
+    // Ready once the first list is in; not waiting here keeps a finalizer from blocking a
+    // permit on a watch that cannot start.
+    store.wait_until_ready().now_or_never()?.ok()?;
+    Some(
+        store
+            .state()
+            .into_iter()
+            .map(|object| CachedSource {
+                reference: reference_of(&object),
+                object,
+            })
+            .collect(),
+    )
+}
+
+fn reference_of(object: &DynamicObject) -> SourceRef {
+    match object.namespace() {
+        Some(namespace) => SourceRef::GitTrack {
+            namespace,
+            name: object.name_any(),
+        },
+        None => SourceRef::ClusterGitTrack {
+            name: object.name_any(),
+        },
+    }
+}

@@ -1,0 +1,305 @@
+//! gitsync replicas sharing sources through shard Leases (`--shards`): what one replica decides
+//! for a source must not depend on which replica ran the rounds of the others, and a replica
+//! makes no write for a shard it no longer holds.
+
+mod controller_support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use arbor_api::GitTrack;
+use arbor_api::keys::SourceRef;
+use arbor_kube_emu::faults::{Fault, FaultEffect};
+use kube::Api;
+use kube::api::DeleteParams;
+
+use controller_support::*;
+
+const SHARDS: u32 = 2;
+
+/// A replica's flags: its identity, two shards and a short Lease (renewal deadline 2 s).
+fn replica(identity: &str) -> Vec<String> {
+    [
+        "--gittrack-mode=Enabled",
+        "--clustergittrack-mode=Disabled",
+        "--shards=2",
+        "--lease-duration=3s",
+        "--lease-renew-interval=1s",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .chain([format!("--lease-identity={identity}")])
+    .collect()
+}
+
+async fn start_replica(cluster: &Cluster, identity: &str) -> anyhow::Result<Instance> {
+    let flags = replica(identity);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    start_instance(cluster.client.clone(), true, &flags).await
+}
+
+/// Replicas `gitsync-a` and `gitsync-b`, once each holds one of the two shards.
+async fn two_replicas(cluster: &Cluster) -> anyhow::Result<(Instance, Instance)> {
+    let a = start_replica(cluster, "gitsync-a").await?;
+    let b = start_replica(cluster, "gitsync-b").await?;
+    eventually("each replica to hold one shard", || async {
+        Ok((held(&a).len() == 1 && held(&b).len() == 1 && held(&a) != held(&b)).then_some(()))
+    })
+    .await?;
+    Ok((a, b))
+}
+
+fn held(instance: &Instance) -> BTreeSet<u32> {
+    instance.running().context().shards.held()
+}
+
+async fn uid(cluster: &Cluster, source: &SourceRef) -> anyhow::Result<String> {
+    let SourceRef::GitTrack { namespace, name } = source else {
+        anyhow::bail!("a GitTrack was expected");
+    };
+    let api: Api<GitTrack> = Api::namespaced(cluster.client.clone(), namespace);
+    Ok(api.get(name).await?.metadata.uid.unwrap_or_default())
+}
+
+async fn shard(cluster: &Cluster, source: &SourceRef) -> anyhow::Result<u32> {
+    Ok(arbor_policy::shards::shard_of(
+        &uid(cluster, source).await?,
+        SHARDS,
+    ))
+}
+
+/// The replica of `replicas` that holds `source`'s shard.
+async fn holder<'a>(
+    cluster: &Cluster,
+    replicas: &'a [&'a Instance],
+    source: &SourceRef,
+) -> anyhow::Result<&'a Instance> {
+    let shard = shard(cluster, source).await?;
+    eventually(&format!("a replica to hold shard {shard}"), || async {
+        Ok(replicas
+            .iter()
+            .copied()
+            .find(|replica| held(replica).contains(&shard)))
+    })
+    .await
+}
+
+/// Two sources declare one ConfigMap; their shards are held by two replicas, so neither
+/// replica runs both sources' rounds. When the owner stops declaring it, its replica's
+/// finalizer must see from the cluster (the other source's status reports the conflict) that
+/// the other source declares it, and release it rather than delete it: the other source takes
+/// it over and its uid never changes. Before, that replica knew only the rounds it ran itself,
+/// found nobody else declaring the ConfigMap and deleted it (row 5).
+#[tokio::test]
+async fn an_object_a_source_of_another_replica_declares_is_released_not_deleted()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    cluster.namespace("foo").await?;
+    let first_repo = Repo::new()?;
+    first_repo.write("shared.yaml", &configmap(None, "shared", "1"))?;
+    first_repo.write("one.yaml", &configmap(None, "one", "1"))?;
+    let first_commit = first_repo.commit("first")?;
+    let second_repo = Repo::new()?;
+    second_repo.write("shared.yaml", &configmap(None, "shared", "1"))?;
+    second_repo.write("two.yaml", &configmap(None, "two", "1"))?;
+    let second_commit = second_repo.commit("second")?;
+
+    let (a, b) = two_replicas(&cluster).await?;
+    let replicas = [&a, &b];
+
+    let first = cluster.create_gittrack("foo", "first", &first_repo).await?;
+    let first_replica = holder(&cluster, &replicas, &first).await?;
+    cluster.synced(first_replica, &first, &first_commit).await?;
+    let configmaps = cluster.configmaps("foo");
+    let shared_uid = configmaps.get("shared").await?.metadata.uid;
+
+    // A second source in the other shard (a name whose uid lands there).
+    let first_shard = shard(&cluster, &first).await?;
+    let gittracks: Api<GitTrack> = Api::namespaced(cluster.client.clone(), "foo");
+    let mut second = None;
+    for attempt in 0..32 {
+        let name = format!("second-{attempt}");
+        let candidate = cluster.create_gittrack("foo", &name, &second_repo).await?;
+        if shard(&cluster, &candidate).await? != first_shard {
+            second = Some(candidate);
+            break;
+        }
+        gittracks.delete(&name, &DeleteParams::default()).await?;
+    }
+    let second = second.expect("one of 32 uids lands in the other shard");
+    let second_replica = holder(&cluster, &replicas, &second).await?;
+    assert!(!std::ptr::eq(first_replica, second_replica));
+    let status = cluster
+        .synced(second_replica, &second, &second_commit)
+        .await?;
+    assert!(
+        status
+            .errors
+            .iter()
+            .any(|error| error.object.as_deref() == Some("ConfigMap/foo/shared")),
+        "the second source reports the conflict: {:?}",
+        status.errors
+    );
+
+    first_repo.remove("shared.yaml")?;
+    let dropped = first_repo.commit("shared goes")?;
+    cluster.synced(first_replica, &first, &dropped).await?;
+    let tracking = cluster.gittrack_objects("foo");
+    let second_name = match &second {
+        SourceRef::GitTrack { name, .. } => name.clone(),
+        SourceRef::ClusterGitTrack { name } => name.clone(),
+    };
+    eventually("the second source to take the ConfigMap over", || async {
+        let current = configmaps.get_opt("shared").await?;
+        assert_eq!(
+            current.and_then(|object| object.metadata.uid),
+            shared_uid,
+            "the ConfigMap the second source declares was never deleted"
+        );
+        second_replica.request_round(&second);
+        let owner = tracking
+            .get_opt("configmap.shared")
+            .await?
+            .and_then(|object| object.metadata.owner_references)
+            .and_then(|owners| owners.into_iter().next())
+            .map(|owner| owner.name);
+        Ok((owner.as_deref() == Some(second_name.as_str())).then_some(()))
+    })
+    .await?;
+    b.stop().await;
+    a.stop().await;
+    Ok(())
+}
+
+/// A replica whose shard is lost while a tracking object's finalizer is between its decision and
+/// its write makes no write: the finalizer runs under the shard's guard. The replica's reads of
+/// the ConfigMap are slowed and its Lease renewals refused, so the shard's renewal deadline
+/// passes while the finalizer waits for the read; the ConfigMap must still be there after the
+/// read has returned. Before, the shard was checked once, before the decision, and the deletion
+/// went out after the shard was lost.
+#[tokio::test]
+async fn a_finalizer_makes_no_write_once_its_shard_is_lost() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("doomed.yaml", &configmap(None, "doomed", "1"))?;
+    repo.write("kept.yaml", &configmap(None, "kept", "1"))?;
+    let commit = repo.commit("two")?;
+    let instance = start_replica(&cluster, "gitsync-a").await?;
+    eventually("the replica to hold both shards", || async {
+        Ok((held(&instance).len() == 2).then_some(()))
+    })
+    .await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &commit).await?;
+
+    repo.remove("doomed.yaml")?;
+    repo.commit("doomed goes")?;
+    let slow_reads = FaultEffect::Latency(Duration::from_secs(5));
+    cluster.emu.faults().inject(
+        Fault::new(slow_reads)
+            .verbs(&["get"])
+            .resources(&["configmaps"])
+            .namespaces(&["foo"]),
+    );
+    instance.request_round(&source);
+    let tracking = cluster.gittrack_objects("foo");
+    eventually("the round to delete the tracking object", || async {
+        let current = tracking.get_opt("configmap.doomed").await?;
+        Ok(current
+            .is_some_and(|object| object.metadata.deletion_timestamp.is_some())
+            .then_some(()))
+    })
+    .await?;
+    // The finalizer now reads the ConfigMap (slowly); its shard goes while it waits.
+    cluster.emu.faults().inject(
+        Fault::status(500)
+            .verbs(&["create", "update", "patch"])
+            .resources(&["coordination.k8s.io/leases"]),
+    );
+    eventually("the shard to be lost", || async {
+        Ok(held(&instance).is_empty().then_some(()))
+    })
+    .await?;
+    // Past the slowed read of the finalizer.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(
+        cluster.exists(&cluster.configmaps("foo"), "doomed").await?,
+        "no deletion was sent for a shard the replica no longer held"
+    );
+    cluster.emu.faults().clear();
+    // Held again, it finalizes as it should.
+    eventually(
+        "the ConfigMap to be deleted once the shard is back",
+        || async {
+            Ok((!cluster.exists(&cluster.configmaps("foo"), "doomed").await?).then_some(()))
+        },
+    )
+    .await?;
+    instance.stop().await;
+    Ok(())
+}
+
+/// A TriggerSync that reaches a replica not holding the source's shard is answered with an
+/// error that names the replica holding it (in the message and in the `arbor-shard-holder`
+/// metadata), so the caller can send it there; that replica runs the round. Before, the
+/// answer was only that this instance does not reconcile the source.
+#[tokio::test]
+async fn a_trigger_for_another_replicas_shard_names_the_replica_that_holds_it() -> anyhow::Result<()>
+{
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("one.yaml", &configmap(None, "one", "1"))?;
+    let commit = repo.commit("one")?;
+    let (a, b) = two_replicas(&cluster).await?;
+    let replicas = [&a, &b];
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    let holding = holder(&cluster, &replicas, &source).await?;
+    cluster.synced(holding, &source, &commit).await?;
+    let (other, holder_name) = if std::ptr::eq(holding, &a) {
+        (&b, "gitsync-a")
+    } else {
+        (&a, "gitsync-b")
+    };
+    let request = arbor_proto::v1::TriggerSyncRequest {
+        source: Some(arbor_proto::v1::SourceRef {
+            kind: arbor_proto::v1::SourceKind::GitTrack.into(),
+            namespace: "foo".into(),
+            name: "apps".into(),
+        }),
+        wait: true,
+    };
+    let refused = other
+        .grpc()
+        .await?
+        .trigger_sync(request.clone())
+        .await
+        .expect_err("the replica without the shard does not take the request");
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused.message().contains(holder_name),
+        "the error names the holder: {}",
+        refused.message()
+    );
+    assert_eq!(
+        refused
+            .metadata()
+            .get(arbor_gitsync::grpc::SHARD_HOLDER)
+            .and_then(|value| value.to_str().ok()),
+        Some(holder_name)
+    );
+    let answered = holding
+        .grpc()
+        .await?
+        .trigger_sync(request)
+        .await?
+        .into_inner();
+    assert!(answered.completed, "the holder ran the round");
+    b.stop().await;
+    a.stop().await;
+    Ok(())
+}
