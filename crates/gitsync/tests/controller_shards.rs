@@ -273,12 +273,14 @@ async fn a_trigger_for_another_replicas_shard_names_the_replica_that_holds_it() 
         }),
         wait: true,
     };
-    let refused = other
-        .grpc()
-        .await?
-        .trigger_sync(request.clone())
-        .await
-        .expect_err("the replica without the shard does not take the request");
+    // Right after a hand-over the other replica may not have seen the new holder yet: it
+    // answers Unavailable ("retry in a moment") until its next look at the Leases.
+    let refused = eventually("an answer that names the holder", || async {
+        let answer = other.grpc().await?.trigger_sync(request.clone()).await;
+        let refused = answer.expect_err("the replica without the shard does not take the request");
+        Ok((refused.code() != tonic::Code::Unavailable).then_some(refused))
+    })
+    .await?;
     assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
     assert!(
         refused.message().contains(holder_name),

@@ -6,7 +6,8 @@
 //! wherever it ran, writes its management conflicts to its source's status (`ARB3020`, naming
 //! the object): a source that declares an object another source holds says so there. The
 //! source controllers watch every source of their kind, whatever its shard, and their caches are
-//! read here, so deciding whether another source declares an object costs no request.
+//! read here, so deciding whether another source declares an object costs no request once they
+//! are filled (until then, or while no source of a kind exists, the kind is listed).
 
 use std::sync::{Arc, OnceLock};
 
@@ -15,10 +16,10 @@ use arbor_api::{ClusterGitTrack, GitTrack};
 use arbor_policy::object::ObjectKey;
 use arbor_policy::ownership::NamespaceScope;
 use arbor_runtime::decode::api_resource;
-use futures::FutureExt;
+use kube::Api;
 use kube::Resource;
 use kube::ResourceExt;
-use kube::api::DynamicObject;
+use kube::api::{DynamicObject, ListParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::Store;
 
@@ -46,6 +47,13 @@ pub struct CachedSource {
 }
 
 impl CachedSource {
+    fn of(object: Arc<DynamicObject>) -> Self {
+        Self {
+            reference: reference_of(&object),
+            object,
+        }
+    }
+
     /// Its status reports a management conflict on `key`.
     pub fn reports_conflict_on(&self, key: &ObjectKey) -> bool {
         let key = key.to_string();
@@ -104,9 +112,10 @@ impl SourceCaches {
         })
     }
 
-    /// Every source this instance watches, or `None` while a watched kind's cache has not been
-    /// filled by its first list (what is missing cannot be told from what is not there).
-    pub fn all(&self, settings: &Settings) -> Option<Vec<CachedSource>> {
+    /// Every source this instance watches, as cached; `None` when a watched kind's cache is
+    /// empty: not filled yet, or no source of the kind exists (a cache is either empty or
+    /// holds a whole list, so what it holds is complete).
+    pub fn cached(&self, settings: &Settings) -> Option<Vec<CachedSource>> {
         let watches = settings.scope.watches();
         let mut sources = Vec::new();
         if watches.gittracks != NamespaceScope::Nowhere {
@@ -117,23 +126,60 @@ impl SourceCaches {
         }
         Some(sources)
     }
+
+    /// Every source this instance watches: as cached, or listed from the API server for a kind
+    /// whose cache is empty. The caches' readiness is not awaited: kube-runtime's store wakes
+    /// only its last waiter, which must stay the controller's.
+    pub async fn all(
+        &self,
+        client: &kube::Client,
+        settings: &Settings,
+    ) -> Result<Vec<CachedSource>, kube::Error> {
+        let watches = settings.scope.watches();
+        let mut sources = Vec::new();
+        if let Some(api) = scoped::<GitTrack>(client, &watches.gittracks) {
+            sources.extend(filled_or_listed(&self.gittracks, &api).await?);
+        }
+        if watches.cluster_gittracks {
+            let api = Api::all_with(client.clone(), &api_resource::<ClusterGitTrack>());
+            sources.extend(filled_or_listed(&self.cluster_gittracks, &api).await?);
+        }
+        Ok(sources)
+    }
+}
+
+fn scoped<K: Resource<DynamicType = ()>>(
+    client: &kube::Client,
+    scope: &NamespaceScope,
+) -> Option<Api<DynamicObject>> {
+    let resource = api_resource::<K>();
+    match scope {
+        NamespaceScope::Nowhere => None,
+        NamespaceScope::AllNamespaces => Some(Api::all_with(client.clone(), &resource)),
+        NamespaceScope::Only(namespace) => {
+            Some(Api::namespaced_with(client.clone(), namespace, &resource))
+        }
+    }
 }
 
 fn filled(slot: &OnceLock<Store<DynamicObject>>) -> Option<Vec<CachedSource>> {
-    let store = slot.get()?;
-    // Ready once the first list is in; not waiting here keeps a finalizer from blocking a
-    // permit on a watch that cannot start.
-    store.wait_until_ready().now_or_never()?.ok()?;
-    Some(
-        store
-            .state()
-            .into_iter()
-            .map(|object| CachedSource {
-                reference: reference_of(&object),
-                object,
-            })
-            .collect(),
-    )
+    let state = slot.get()?.state();
+    (!state.is_empty()).then(|| state.into_iter().map(CachedSource::of).collect())
+}
+
+async fn filled_or_listed(
+    slot: &OnceLock<Store<DynamicObject>>,
+    api: &Api<DynamicObject>,
+) -> Result<Vec<CachedSource>, kube::Error> {
+    if let Some(cached) = filled(slot) {
+        return Ok(cached);
+    }
+    let listed = api.list(&ListParams::default()).await?;
+    Ok(listed
+        .items
+        .into_iter()
+        .map(|object| CachedSource::of(Arc::new(object)))
+        .collect())
 }
 
 fn reference_of(object: &DynamicObject) -> SourceRef {

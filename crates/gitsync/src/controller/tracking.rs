@@ -34,6 +34,7 @@ use serde_json::{Value, json};
 use super::Context;
 use super::error::ControllerError;
 use super::plan::PlannedObject;
+use super::source_cache::CachedSource;
 use super::source_handle::SourceHandle;
 use crate::apply::{ApplyError, Target};
 
@@ -518,11 +519,13 @@ pub fn watched_owner(ctx: &Context, object: &impl TrackingKind) -> bool {
 /// of theirs on this instance that declared it (a declaration the ownership matrix refused, or
 /// of a kind the source has no Sync for, cannot take an object over, so it does not keep one
 /// either), or their status reporting a management conflict on it, whichever replica ran that
-/// round. Unknown while the source caches are not filled.
-pub fn others_declaring(
+/// round, from `sources` (`None`: they could not be seen, and whether another declares the
+/// object is unknown unless this instance's rounds say so).
+fn others_declaring(
     ctx: &Context,
     owner: Option<&SourceRef>,
     key: &ObjectKey,
+    sources: Option<&[CachedSource]>,
 ) -> (Elsewhere, Vec<SourceRef>) {
     let mut others: BTreeMap<SourceRef, OtherSource> = BTreeMap::new();
     let unknown = OtherSource {
@@ -535,15 +538,14 @@ pub fn others_declaring(
             others.entry(source).or_insert(unknown).here = Some(record.state.may_manage());
         }
     }
-    let cached = ctx.sources.all(&ctx.settings);
-    for source in cached.iter().flatten() {
+    for source in sources.into_iter().flatten() {
         if Some(&source.reference) != owner {
             let other = others.entry(source.reference.clone()).or_insert(unknown);
             other.conflict_reported = source.reports_conflict_on(key);
             other.deleting = source.deleting();
         }
     }
-    let elsewhere = Elsewhere::of(cached.is_some(), others.values().copied());
+    let elsewhere = Elsewhere::of(sources.is_some(), others.values().copied());
     let declaring = others
         .into_iter()
         .filter(|(_, other)| other.declares())
@@ -552,13 +554,15 @@ pub fn others_declaring(
     (elsewhere, declaring)
 }
 
-/// The sources other than `owner` that declare `key` ([`others_declaring`]).
+/// The sources other than `owner` that declare `key` ([`others_declaring`]), from the source
+/// caches as they are.
 pub fn declared_elsewhere(
     ctx: &Context,
     owner: Option<&SourceRef>,
     key: &ObjectKey,
 ) -> Vec<SourceRef> {
-    others_declaring(ctx, owner, key).1
+    let cached = ctx.sources.cached(&ctx.settings);
+    others_declaring(ctx, owner, key, cached.as_deref()).1
 }
 
 /// What the finalizer of one Terminating tracking object does
@@ -607,7 +611,17 @@ impl Finalizing {
         // The registry is this instance's: empty for a source until a round of it finishes
         // here (after a restart, or a shard taken over from another replica).
         let declarations_known = record.as_ref().is_some_and(|record| record.good.is_some());
-        let (elsewhere, others) = others_declaring(ctx, owning.as_ref(), &tracked.key);
+        // Listed where a cache is still empty; a failed list leaves the others unknown, and
+        // the finalizer waits rather than delete.
+        let sources = match ctx.sources.all(&ctx.client, &ctx.settings).await {
+            Ok(sources) => Some(sources),
+            Err(error) => {
+                tracing::warn!(%error, "cannot list the sources; the finalizer waits");
+                None
+            }
+        };
+        let (elsewhere, others) =
+            others_declaring(ctx, owning.as_ref(), &tracked.key, sources.as_deref());
         let orphan = tracked
             .meta
             .annotations
