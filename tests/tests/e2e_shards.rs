@@ -241,15 +241,10 @@ fn exactly_once_by_the_holder(
 }
 
 /// Replays the request log: every write in a source's namespace by a replica must come while
-/// that replica holds the source's shard Lease.
-///
-/// The log names no object for a create (the name is in the body), so a Lease created by a
-/// replica is not known to be shard `s` until that replica's next write to it (its renewal, a
-/// renew interval later). Meanwhile a write by that replica for a shard nobody is known to hold
-/// is accepted; a write for a shard another replica holds never is.
+/// that replica holds the source's shard Lease (a create of the Lease is recorded with its
+/// name, as the audit log records it, so it counts from the moment it was made).
 fn no_write_without_the_shard(records: &[RequestRecord], shards: &BTreeMap<String, u32>) -> usize {
     let mut holder: BTreeMap<u32, String> = BTreeMap::new();
-    let mut unnamed_creates: BTreeMap<String, usize> = BTreeMap::new();
     let mut checked = 0;
     for (at, record) in records.iter().enumerate() {
         if !record.identity.starts_with("gitsync-") || !record.is_write() {
@@ -258,10 +253,6 @@ fn no_write_without_the_shard(records: &[RequestRecord], shards: &BTreeMap<Strin
         let identity = &record.identity;
         if record.namespace == NAMESPACE && record.resource == "leases" {
             if !(200..300).contains(&record.code) {
-                continue;
-            }
-            if record.verb == "create" && record.name.is_empty() {
-                *unnamed_creates.entry(identity.clone()).or_default() += 1;
                 continue;
             }
             let Some(shard) = record
@@ -273,24 +264,15 @@ fn no_write_without_the_shard(records: &[RequestRecord], shards: &BTreeMap<Strin
             };
             if record.verb == "delete" {
                 holder.remove(&shard);
-                continue;
+            } else {
+                holder.insert(shard, identity.clone());
             }
-            if holder.get(&shard) != Some(identity)
-                && let Some(pending) = unnamed_creates.get_mut(identity)
-            {
-                *pending = pending.saturating_sub(1);
-            }
-            holder.insert(shard, identity.clone());
             continue;
         }
         if let Some(shard) = shards.get(&record.namespace) {
             let held = holder.get(shard);
-            let just_created = held.is_none()
-                && unnamed_creates
-                    .get(identity)
-                    .is_some_and(|pending| *pending > 0);
             assert!(
-                held == Some(identity) || just_created,
+                held == Some(identity),
                 "request #{at} {record:?} wrote for shard {shard}, held by {held:?}"
             );
             checked += 1;
