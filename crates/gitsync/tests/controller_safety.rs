@@ -542,3 +542,44 @@ async fn a_tracking_object_left_without_an_owner_is_let_go_and_its_object_kept()
     instance.stop().await;
     Ok(())
 }
+
+/// A tracking object whose `spec.data` does not say what it tracks (no apiVersion: someone
+/// wrote it by hand) and that is deleted is let go, and nothing else is touched. Before, it
+/// kept gitsync's finalizer for good: the instance did not look at it at all.
+#[tokio::test]
+async fn a_tracking_object_that_names_no_object_is_let_go_when_deleted() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let tracking = cluster.gittrack_objects("foo");
+    cluster
+        .create(
+            &tracking,
+            json!({
+                "apiVersion": "arbor.dev/v1alpha1",
+                "kind": "GitTrackObject",
+                "metadata": {
+                    "name": "configmap.hand-made",
+                    "namespace": "foo",
+                    "finalizers": [arbor_api::keys::GITSYNC_FINALIZER],
+                },
+                "spec": {"name": "hand-made", "kind": "ConfigMap", "data": {"kind": "ConfigMap"}},
+            }),
+        )
+        .await?;
+    tracking
+        .delete("configmap.hand-made", &DeleteParams::default())
+        .await?;
+    eventually("the tracking object to be let go", || async {
+        Ok(tracking
+            .get_opt("configmap.hand-made")
+            .await?
+            .is_none()
+            .then_some(()))
+    })
+    .await?;
+    instance.stop().await;
+    Ok(())
+}
