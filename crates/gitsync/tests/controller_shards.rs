@@ -11,37 +11,54 @@ use arbor_api::GitTrack;
 use arbor_api::keys::SourceRef;
 use arbor_kube_emu::faults::{Fault, FaultEffect};
 use kube::Api;
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, Patch, PatchParams};
 
 use controller_support::*;
 
 const SHARDS: u32 = 2;
 
-/// A replica's flags: its identity, two shards and a short Lease (renewal deadline 2 s).
-fn replica(identity: &str) -> Vec<String> {
-    [
-        "--gittrack-mode=Enabled",
-        "--clustergittrack-mode=Disabled",
-        "--shards=2",
-        "--lease-duration=3s",
-        "--lease-renew-interval=1s",
-    ]
-    .into_iter()
-    .map(str::to_owned)
-    .chain([format!("--lease-identity={identity}")])
-    .collect()
+/// A replica's flags: its identity, two shards and a short Lease (renewal deadline 2 s); with
+/// `cluster_gittracks`, the default `--clustergittrack-mode` (ClusterGitTracks watched too).
+fn replica(identity: &str, cluster_gittracks: bool) -> Vec<String> {
+    let mode = (!cluster_gittracks).then_some("--clustergittrack-mode=Disabled");
+    ["--gittrack-mode=Enabled"]
+        .into_iter()
+        .chain(mode)
+        .chain([
+            "--shards=2",
+            "--lease-duration=3s",
+            "--lease-renew-interval=1s",
+        ])
+        .map(str::to_owned)
+        .chain([format!("--lease-identity={identity}")])
+        .collect()
 }
 
 async fn start_replica(cluster: &Cluster, identity: &str) -> anyhow::Result<Instance> {
-    let flags = replica(identity);
+    start_replica_with(cluster, identity, false).await
+}
+
+async fn start_replica_with(
+    cluster: &Cluster,
+    identity: &str,
+    cluster_gittracks: bool,
+) -> anyhow::Result<Instance> {
+    let flags = replica(identity, cluster_gittracks);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     start_instance(cluster.client.clone(), true, &flags).await
 }
 
 /// Replicas `gitsync-a` and `gitsync-b`, once each holds one of the two shards.
 async fn two_replicas(cluster: &Cluster) -> anyhow::Result<(Instance, Instance)> {
-    let a = start_replica(cluster, "gitsync-a").await?;
-    let b = start_replica(cluster, "gitsync-b").await?;
+    two_replicas_with(cluster, false).await
+}
+
+async fn two_replicas_with(
+    cluster: &Cluster,
+    cluster_gittracks: bool,
+) -> anyhow::Result<(Instance, Instance)> {
+    let a = start_replica_with(cluster, "gitsync-a", cluster_gittracks).await?;
+    let b = start_replica_with(cluster, "gitsync-b", cluster_gittracks).await?;
     eventually("each replica to hold one shard", || async {
         Ok((held(&a).len() == 1 && held(&b).len() == 1 && held(&a) != held(&b)).then_some(()))
     })
@@ -84,6 +101,87 @@ async fn holder<'a>(
     .await
 }
 
+/// An emulated cluster with namespace foo, and the first source's repository (shared.yaml,
+/// one.yaml) with its commit.
+async fn with_first_repo() -> anyhow::Result<(Cluster, Repo, String)> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("shared.yaml", &configmap(None, "shared", "1"))?;
+    repo.write("one.yaml", &configmap(None, "one", "1"))?;
+    let commit = repo.commit("first")?;
+    Ok((cluster, repo, commit))
+}
+
+/// Two GitTracks in foo whose shards two replicas hold, both declaring ConfigMap foo/shared:
+/// the first (from `first_repo` at `first_commit`) owns it, the second (shared.yaml and
+/// two.yaml) reports the conflict.
+struct Shared<'a> {
+    first: SourceRef,
+    second: SourceRef,
+    first_replica: &'a Instance,
+    second_replica: &'a Instance,
+    shared_uid: Option<String>,
+    /// The second source's repository, kept while the test runs.
+    _second_repo: Repo,
+}
+
+impl<'a> Shared<'a> {
+    async fn declare(
+        cluster: &Cluster,
+        replicas: &'a [&'a Instance],
+        first_repo: &Repo,
+        first_commit: &str,
+    ) -> anyhow::Result<Self> {
+        let second_repo = Repo::new()?;
+        second_repo.write("shared.yaml", &configmap(None, "shared", "1"))?;
+        second_repo.write("two.yaml", &configmap(None, "two", "1"))?;
+        let second_commit = second_repo.commit("second")?;
+        let first = cluster.create_gittrack("foo", "first", first_repo).await?;
+        let first_replica = holder(cluster, replicas, &first).await?;
+        cluster.synced(first_replica, &first, first_commit).await?;
+        let configmaps = cluster.configmaps("foo");
+        let shared_uid = configmaps.get("shared").await?.metadata.uid;
+
+        // A second source in the other shard (a name whose uid lands there).
+        let first_shard = shard(cluster, &first).await?;
+        let gittracks: Api<GitTrack> = Api::namespaced(cluster.client.clone(), "foo");
+        let mut second = None;
+        for attempt in 0..32 {
+            let name = format!("second-{attempt}");
+            let candidate = cluster.create_gittrack("foo", &name, &second_repo).await?;
+            if shard(cluster, &candidate).await? != first_shard {
+                second = Some(candidate);
+                break;
+            }
+            gittracks.delete(&name, &DeleteParams::default()).await?;
+        }
+        let second = second.expect("one of 32 uids lands in the other shard");
+        let second_replica = holder(cluster, replicas, &second).await?;
+        assert!(!std::ptr::eq(first_replica, second_replica));
+        let status = cluster
+            .synced(second_replica, &second, &second_commit)
+            .await?;
+        assert!(
+            status
+                .errors
+                .iter()
+                .any(|error| error.object.as_deref() == Some("ConfigMap/foo/shared")),
+            "the second source reports the conflict: {:?}",
+            status.errors
+        );
+        Ok(Self {
+            first,
+            second,
+            first_replica,
+            second_replica,
+            shared_uid,
+            _second_repo: second_repo,
+        })
+    }
+}
+
 /// Two sources declare one ConfigMap; their shards are held by two replicas, so neither
 /// replica runs both sources' rounds. When the owner stops declaring it, its replica's
 /// finalizer must see from the cluster (the other source's status reports the conflict) that
@@ -93,54 +191,20 @@ async fn holder<'a>(
 #[tokio::test]
 async fn an_object_a_source_of_another_replica_declares_is_released_not_deleted()
 -> anyhow::Result<()> {
-    let cluster = Cluster::start().await?;
-    cluster.namespace("arbor-system").await?;
-    cluster.namespace("foo").await?;
-    let first_repo = Repo::new()?;
-    first_repo.write("shared.yaml", &configmap(None, "shared", "1"))?;
-    first_repo.write("one.yaml", &configmap(None, "one", "1"))?;
-    let first_commit = first_repo.commit("first")?;
-    let second_repo = Repo::new()?;
-    second_repo.write("shared.yaml", &configmap(None, "shared", "1"))?;
-    second_repo.write("two.yaml", &configmap(None, "two", "1"))?;
-    let second_commit = second_repo.commit("second")?;
+    let (cluster, first_repo, first_commit) = with_first_repo().await?;
 
     let (a, b) = two_replicas(&cluster).await?;
     let replicas = [&a, &b];
-
-    let first = cluster.create_gittrack("foo", "first", &first_repo).await?;
-    let first_replica = holder(&cluster, &replicas, &first).await?;
-    cluster.synced(first_replica, &first, &first_commit).await?;
+    let shared = Shared::declare(&cluster, &replicas, &first_repo, &first_commit).await?;
+    let Shared {
+        first,
+        second,
+        first_replica,
+        second_replica,
+        shared_uid,
+        _second_repo,
+    } = shared;
     let configmaps = cluster.configmaps("foo");
-    let shared_uid = configmaps.get("shared").await?.metadata.uid;
-
-    // A second source in the other shard (a name whose uid lands there).
-    let first_shard = shard(&cluster, &first).await?;
-    let gittracks: Api<GitTrack> = Api::namespaced(cluster.client.clone(), "foo");
-    let mut second = None;
-    for attempt in 0..32 {
-        let name = format!("second-{attempt}");
-        let candidate = cluster.create_gittrack("foo", &name, &second_repo).await?;
-        if shard(&cluster, &candidate).await? != first_shard {
-            second = Some(candidate);
-            break;
-        }
-        gittracks.delete(&name, &DeleteParams::default()).await?;
-    }
-    let second = second.expect("one of 32 uids lands in the other shard");
-    let second_replica = holder(&cluster, &replicas, &second).await?;
-    assert!(!std::ptr::eq(first_replica, second_replica));
-    let status = cluster
-        .synced(second_replica, &second, &second_commit)
-        .await?;
-    assert!(
-        status
-            .errors
-            .iter()
-            .any(|error| error.object.as_deref() == Some("ConfigMap/foo/shared")),
-        "the second source reports the conflict: {:?}",
-        status.errors
-    );
 
     first_repo.remove("shared.yaml")?;
     let dropped = first_repo.commit("shared goes")?;
@@ -165,6 +229,69 @@ async fn an_object_a_source_of_another_replica_declares_is_released_not_deleted(
             .and_then(|owners| owners.into_iter().next())
             .map(|owner| owner.name);
         Ok((owner.as_deref() == Some(second_name.as_str())).then_some(()))
+    })
+    .await?;
+    b.stop().await;
+    a.stop().await;
+    Ok(())
+}
+
+/// Deleting a source with `deletionPolicy: Delete` leaves an object that a source of another
+/// replica's shard declares: with the default modes (ClusterGitTracks watched, none exists),
+/// the deleting replica must still see the other source's status reporting the conflict, and
+/// release the object, which the other source then takes over. Before, an empty ClusterGitTrack
+/// cache made the other sources unknown, the deletion consulted only this replica's rounds and
+/// deleted the ConfigMap.
+#[tokio::test]
+async fn deleting_a_source_leaves_an_object_a_source_of_another_replica_declares()
+-> anyhow::Result<()> {
+    let (cluster, first_repo, first_commit) = with_first_repo().await?;
+    let (a, b) = two_replicas_with(&cluster, true).await?;
+    let replicas = [&a, &b];
+    let shared = Shared::declare(&cluster, &replicas, &first_repo, &first_commit).await?;
+    let configmaps = cluster.configmaps("foo");
+    let gittracks: Api<GitTrack> = Api::namespaced(cluster.client.clone(), "foo");
+    let SourceRef::GitTrack { name: first, .. } = &shared.first else {
+        anyhow::bail!("a GitTrack was expected");
+    };
+    let delete_policy = serde_json::json!({
+        "metadata": {"annotations": {"arbor.dev/allow-mass-prune": "true"}},
+        "spec": {"deletionPolicy": "Delete"},
+    });
+    gittracks
+        .patch(
+            first,
+            &PatchParams::default(),
+            &Patch::Merge(&delete_policy),
+        )
+        .await?;
+    gittracks.delete(first, &DeleteParams::default()).await?;
+    eventually("the first source to be deleted", || async {
+        Ok(gittracks.get_opt(first).await?.is_none().then_some(()))
+    })
+    .await?;
+    assert!(
+        !cluster.exists(&configmaps, "one").await?,
+        "the first source's own object was deleted"
+    );
+    assert_eq!(
+        configmaps
+            .get_opt("shared")
+            .await?
+            .and_then(|o| o.metadata.uid),
+        shared.shared_uid,
+        "the ConfigMap the second source declares was left in place"
+    );
+    let tracking = cluster.gittrack_objects("foo");
+    eventually("the second source to take the ConfigMap over", || async {
+        shared.second_replica.request_round(&shared.second);
+        let owner = tracking
+            .get_opt("configmap.shared")
+            .await?
+            .and_then(|object| object.metadata.owner_references)
+            .and_then(|owners| owners.into_iter().next())
+            .map(|owner| owner.uid);
+        Ok((owner == Some(uid(&cluster, &shared.second).await?)).then_some(()))
     })
     .await?;
     b.stop().await;

@@ -3,6 +3,7 @@
 //! namespace `--namespace` gives), and one per tracking kind for the finalizer.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use arbor_api::condition::reasons;
@@ -13,7 +14,7 @@ use arbor_api::source::{
 use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, GitSource, GitTrack, GitTrackObject};
 use arbor_policy::ownership::NamespaceScope;
 use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened, object_name};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams};
@@ -21,7 +22,7 @@ use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -204,9 +205,19 @@ async fn run_sources<K: SourceKind>(
             }
             SourceRef::ClusterGitTrack { name } => ObjectRef::new_with(&name, resource.clone()),
         });
-    let controller = Controller::new_with(api, watcher::Config::default(), api_resource::<K>());
-    ctx.sources.set::<K>(controller.store());
-    controller
+    // The controller's own reflector, so that the source cache knows when its first list has
+    // arrived (an empty cache then means no source of the kind, not "not listed yet").
+    let writer = reflector::store::Writer::new(api_resource::<K>());
+    let reader = writer.as_reader();
+    let listed = ctx.sources.set::<K>(reader.clone());
+    let events = reflector(writer, watcher(api, watcher::Config::default()))
+        .inspect_ok(move |event| {
+            if matches!(event, watcher::Event::InitDone) {
+                listed.store(true, Ordering::Release);
+            }
+        })
+        .applied_objects();
+    Controller::for_stream_with(events, reader, api_resource::<K>())
         .reconcile_on(requested)
         // A shard this replica gains brings its sources' rounds at once.
         .reconcile_all_on(ctx.shards.gains())

@@ -6,9 +6,13 @@
 //! wherever it ran, writes its management conflicts to its source's status (`ARB3020`, naming
 //! the object): a source that declares an object another source holds says so there. The
 //! source controllers watch every source of their kind, whatever its shard, and their caches are
-//! read here, so deciding whether another source declares an object costs no request once they
-//! are filled (until then, or while no source of a kind exists, the kind is listed).
+//! read here, so deciding whether another source declares an object costs no request once their
+//! first list has arrived (until then the kind is listed). A cache that received its first list
+//! with no object in it knows the kind has none: it is empty, not unknown. A decision to delete
+//! is confirmed with a fresh list ([`Freshness::Listed`]): a cache behind a watch outage may
+//! miss a conflict reported meanwhile.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arbor_api::keys::SourceRef;
@@ -29,8 +33,24 @@ use super::settings::Settings;
 /// The source controllers' caches, each set once its controller starts.
 #[derive(Default)]
 pub struct SourceCaches {
-    gittracks: OnceLock<Store<DynamicObject>>,
-    cluster_gittracks: OnceLock<Store<DynamicObject>>,
+    gittracks: OnceLock<Watched>,
+    cluster_gittracks: OnceLock<Watched>,
+}
+
+/// One controller's cache, and whether its first list has been applied to it: kube-runtime's
+/// store says so only to an awaiting reader, and wakes only its last one (the controller's).
+struct Watched {
+    store: Store<DynamicObject>,
+    listed: Arc<AtomicBool>,
+}
+
+/// Where [`SourceCaches::all`] reads the sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// The caches, once listed (a kind not listed yet is listed now).
+    Cached,
+    /// A list from the API server for every kind: to confirm a deletion.
+    Listed,
 }
 
 impl std::fmt::Debug for SourceCaches {
@@ -73,15 +93,24 @@ impl CachedSource {
 }
 
 impl SourceCaches {
-    /// Keeps the cache of the controller of source kind `K`.
-    pub fn set<K: Resource<DynamicType = ()>>(&self, store: Store<DynamicObject>) {
+    /// Keeps the cache of the controller of source kind `K`; the returned flag is to be set
+    /// once the watch's first list (its `InitDone`) has been applied to the store.
+    pub fn set<K: Resource<DynamicType = ()>>(
+        &self,
+        store: Store<DynamicObject>,
+    ) -> Arc<AtomicBool> {
         let slot = if K::kind(&()) == ClusterGitTrack::kind(&()) {
             &self.cluster_gittracks
         } else {
             &self.gittracks
         };
+        let listed = Arc::new(AtomicBool::new(false));
         // Each controller starts once per instance; a second store would be the same watch.
-        let _ = slot.set(store);
+        let _ = slot.set(Watched {
+            store,
+            listed: listed.clone(),
+        });
+        listed
     }
 
     /// The cached source `reference` names; `None` when it is not there or its kind is not
@@ -105,16 +134,16 @@ impl SourceCaches {
         if let Some(namespace) = namespace {
             key = key.within(namespace);
         }
-        let object = slot.get()?.get(&key)?;
+        let object = slot.get()?.store.get(&key)?;
         Some(CachedSource {
             reference: reference.clone(),
             object,
         })
     }
 
-    /// Every source this instance watches, as cached; `None` when a watched kind's cache is
-    /// empty: not filled yet, or no source of the kind exists (a cache is either empty or
-    /// holds a whole list, so what it holds is complete).
+    /// Every source this instance watches, as cached; `None` while a watched kind's cache has
+    /// not received its first list (after it, the cache holds a whole list: what it holds,
+    /// nothing included, is complete).
     pub fn cached(&self, settings: &Settings) -> Option<Vec<CachedSource>> {
         let watches = settings.scope.watches();
         let mut sources = Vec::new();
@@ -128,21 +157,23 @@ impl SourceCaches {
     }
 
     /// Every source this instance watches: as cached, or listed from the API server for a kind
-    /// whose cache is empty. The caches' readiness is not awaited: kube-runtime's store wakes
-    /// only its last waiter, which must stay the controller's.
+    /// whose cache has not received its first list, or for every kind when `freshness` asks.
+    /// The caches' readiness is not awaited: kube-runtime's store wakes only its last waiter,
+    /// which must stay the controller's.
     pub async fn all(
         &self,
         client: &kube::Client,
         settings: &Settings,
+        freshness: Freshness,
     ) -> Result<Vec<CachedSource>, kube::Error> {
         let watches = settings.scope.watches();
         let mut sources = Vec::new();
         if let Some(api) = scoped::<GitTrack>(client, &watches.gittracks) {
-            sources.extend(filled_or_listed(&self.gittracks, &api).await?);
+            sources.extend(filled_or_listed(&self.gittracks, &api, freshness).await?);
         }
         if watches.cluster_gittracks {
             let api = Api::all_with(client.clone(), &api_resource::<ClusterGitTrack>());
-            sources.extend(filled_or_listed(&self.cluster_gittracks, &api).await?);
+            sources.extend(filled_or_listed(&self.cluster_gittracks, &api, freshness).await?);
         }
         Ok(sources)
     }
@@ -162,16 +193,26 @@ fn scoped<K: Resource<DynamicType = ()>>(
     }
 }
 
-fn filled(slot: &OnceLock<Store<DynamicObject>>) -> Option<Vec<CachedSource>> {
-    let state = slot.get()?.state();
-    (!state.is_empty()).then(|| state.into_iter().map(CachedSource::of).collect())
+fn filled(slot: &OnceLock<Watched>) -> Option<Vec<CachedSource>> {
+    let watched = slot.get()?;
+    watched.listed.load(Ordering::Acquire).then(|| {
+        watched
+            .store
+            .state()
+            .into_iter()
+            .map(CachedSource::of)
+            .collect()
+    })
 }
 
 async fn filled_or_listed(
-    slot: &OnceLock<Store<DynamicObject>>,
+    slot: &OnceLock<Watched>,
     api: &Api<DynamicObject>,
+    freshness: Freshness,
 ) -> Result<Vec<CachedSource>, kube::Error> {
-    if let Some(cached) = filled(slot) {
+    if freshness == Freshness::Cached
+        && let Some(cached) = filled(slot)
+    {
         return Ok(cached);
     }
     let listed = api.list(&ListParams::default()).await?;

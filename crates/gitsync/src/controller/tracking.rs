@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 use super::Context;
 use super::error::ControllerError;
 use super::plan::PlannedObject;
-use super::source_cache::CachedSource;
+use super::source_cache::{CachedSource, Freshness};
 use super::source_handle::SourceHandle;
 use crate::apply::{ApplyError, Target};
 
@@ -521,7 +521,7 @@ pub fn watched_owner(ctx: &Context, object: &impl TrackingKind) -> bool {
 /// either), or their status reporting a management conflict on it, whichever replica ran that
 /// round, from `sources` (`None`: they could not be seen, and whether another declares the
 /// object is unknown unless this instance's rounds say so).
-fn others_declaring(
+pub fn others_declaring(
     ctx: &Context,
     owner: Option<&SourceRef>,
     key: &ObjectKey,
@@ -552,6 +552,18 @@ fn others_declaring(
         .map(|(source, _)| source)
         .collect();
     (elsewhere, declaring)
+}
+
+/// Every source this instance watches, for [`others_declaring`]: `None` when they cannot be
+/// listed (then whether another declares an object is unknown, and nothing is deleted).
+pub async fn other_sources(ctx: &Context, freshness: Freshness) -> Option<Vec<CachedSource>> {
+    match ctx.sources.all(&ctx.client, &ctx.settings, freshness).await {
+        Ok(sources) => Some(sources),
+        Err(error) => {
+            tracing::warn!(%error, "cannot list the sources; whether another source declares an object is unknown, so nothing is deleted for now");
+            None
+        }
+    }
 }
 
 /// The sources other than `owner` that declare `key` ([`others_declaring`]), from the source
@@ -611,34 +623,35 @@ impl Finalizing {
         // The registry is this instance's: empty for a source until a round of it finishes
         // here (after a restart, or a shard taken over from another replica).
         let declarations_known = record.as_ref().is_some_and(|record| record.good.is_some());
-        // Listed where a cache is still empty; a failed list leaves the others unknown, and
-        // the finalizer waits rather than delete.
-        let sources = match ctx.sources.all(&ctx.client, &ctx.settings).await {
-            Ok(sources) => Some(sources),
-            Err(error) => {
-                tracing::warn!(%error, "cannot list the sources; the finalizer waits");
-                None
-            }
-        };
-        let (elsewhere, others) =
-            others_declaring(ctx, owning.as_ref(), &tracked.key, sources.as_deref());
         let orphan = tracked
             .meta
             .annotations
             .as_ref()
             .and_then(|annotations| annotations.get(&ctx.settings.keys.custom(DELETION_POLICY)))
             .is_some_and(|policy| policy == "Orphan");
-        let decision = round::finalize(FinalizeInput {
-            source: standing,
-            still_declared,
-            declared_elsewhere: elsewhere,
-            orphan,
-            kind_declared: owning.as_ref().filter(|_| alive).and_then(|source| {
-                ctx.registry
-                    .declares_inventory_kind(source, &tracked.key.group_kind)
-            }),
-            declarations_known,
+        let kind_declared = owning.as_ref().filter(|_| alive).and_then(|source| {
+            ctx.registry
+                .declares_inventory_kind(source, &tracked.key.group_kind)
         });
+        let decide = |sources: Option<Vec<CachedSource>>| {
+            let (elsewhere, others) =
+                others_declaring(ctx, owning.as_ref(), &tracked.key, sources.as_deref());
+            let decision = round::finalize(FinalizeInput {
+                source: standing,
+                still_declared,
+                declared_elsewhere: elsewhere,
+                orphan,
+                kind_declared,
+                declarations_known,
+            });
+            (decision, others)
+        };
+        // From the caches first; a decision to delete is confirmed with a fresh list, since a
+        // cache behind a watch outage can miss a conflict reported meanwhile.
+        let (mut decision, mut others) = decide(other_sources(ctx, Freshness::Cached).await);
+        if matches!(decision, Finalize::ApplyTable { .. }) {
+            (decision, others) = decide(other_sources(ctx, Freshness::Listed).await);
+        }
         Ok(Self {
             tracked: Some(tracked),
             decision,
