@@ -432,3 +432,94 @@ async fn a_trigger_for_another_replicas_shard_names_the_replica_that_holds_it() 
     a.stop().await;
     Ok(())
 }
+
+/// What a replica's rounds recorded about a source is forgotten when the source's shard is
+/// lost: another replica syncs it meanwhile, and the record no longer says what the source
+/// declares. Here a replica loses a shard to a second replica, git adds ConfigMap `late` which
+/// the second replica applies, and the first takes the shard back when the second stops, unable
+/// to fetch (its rounds fail). The tracking object of `late`, deleted by hand, must wait for a
+/// round of the source rather than be decided from the old record, which does not declare it.
+/// Before, the old record read as current, the finalizer found `late` undeclared and deleted it.
+#[tokio::test]
+async fn a_regained_shard_decides_nothing_from_before_it_was_lost() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    cluster.namespace("foo").await?;
+    let a = start_replica(&cluster, "gitsync-a").await?;
+    eventually("the first replica to hold both shards", || async {
+        Ok((held(&a).len() == 2).then_some(()))
+    })
+    .await?;
+    // One source in each shard, each from its own repository, synced by the first replica.
+    let mut sources: Vec<(SourceRef, Repo, u32)> = Vec::new();
+    for attempt in 0..32 {
+        let repo = Repo::new()?;
+        repo.write("x.yaml", &configmap(None, &format!("x-{attempt}"), "1"))?;
+        let commit = repo.commit("x")?;
+        let source = cluster
+            .create_gittrack("foo", &format!("apps-{attempt}"), &repo)
+            .await?;
+        let shard = shard(&cluster, &source).await?;
+        if sources.iter().any(|(_, _, seen)| *seen == shard) {
+            continue;
+        }
+        cluster.synced(&a, &source, &commit).await?;
+        sources.push((source, repo, shard));
+        if sources.len() == 2 {
+            break;
+        }
+    }
+    let b = start_replica(&cluster, "gitsync-b").await?;
+    eventually("the second replica to take one shard", || async {
+        Ok((held(&a).len() == 1 && held(&b).len() == 1).then_some(()))
+    })
+    .await?;
+    let (source, repo, _) = sources
+        .iter()
+        .find(|(_, _, shard)| held(&b).contains(shard))
+        .expect("a source in each shard");
+    repo.write("late.yaml", &configmap(None, "late", "1"))?;
+    let with_late = repo.commit("late")?;
+    cluster.synced(&b, source, &with_late).await?;
+    let configmaps = cluster.configmaps("foo");
+    let late_uid = configmaps.get("late").await?.metadata.uid;
+    let late_is_the_same = |why: &'static str| {
+        let configmaps = configmaps.clone();
+        let late_uid = late_uid.clone();
+        async move {
+            let current = configmaps.get_opt("late").await?;
+            assert_eq!(current.and_then(|o| o.metadata.uid), late_uid, "{why}");
+            anyhow::Ok(())
+        }
+    };
+
+    // The first replica's rounds of the source now fail to fetch.
+    let away = repo.path().with_extension("away");
+    std::fs::rename(repo.path(), &away)?;
+    b.stop().await;
+    eventually("the first replica to take the shard back", || async {
+        Ok((held(&a).len() == 2).then_some(()))
+    })
+    .await?;
+    let tracking = cluster.gittrack_objects("foo");
+    tracking
+        .delete("configmap.late", &DeleteParams::default())
+        .await?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    late_is_the_same("late was not deleted on a record from before the shard was lost").await?;
+    std::fs::rename(&away, repo.path())?;
+    eventually(
+        "a round to recreate the tracking object of late",
+        || async {
+            a.request_round(source);
+            let current = tracking.get_opt("configmap.late").await?;
+            Ok(current
+                .is_some_and(|object| object.metadata.deletion_timestamp.is_none())
+                .then_some(()))
+        },
+    )
+    .await?;
+    late_is_the_same("late is still the object the second replica applied").await?;
+    a.stop().await;
+    Ok(())
+}

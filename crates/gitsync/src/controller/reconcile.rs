@@ -104,12 +104,15 @@ pub fn spawn(
     let watches = ctx.settings.scope.watches().clone();
     let (gittrack_triggers, gittrack_requests) = mpsc::unbounded_channel();
     let (cluster_triggers, cluster_requests) = mpsc::unbounded_channel();
-    let mut tasks = vec![tokio::spawn(route_triggers(
-        triggers,
-        gittrack_triggers,
-        cluster_triggers,
-        token.clone(),
-    ))];
+    let mut tasks = vec![
+        tokio::spawn(route_triggers(
+            triggers,
+            gittrack_triggers,
+            cluster_triggers,
+            token.clone(),
+        )),
+        tokio::spawn(shard::forget_lost_shards(ctx.clone(), token.clone())),
+    ];
 
     if let Some(api) = scoped_api::<GitTrack>(&ctx.client, &watches.gittracks) {
         tasks.push(tokio::spawn(run_sources::<GitTrack>(

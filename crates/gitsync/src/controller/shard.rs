@@ -19,6 +19,13 @@
 //! answered with the replica that holds it ([`held_elsewhere`]); a reported drift is re-applied
 //! only under the source's shard ([`admit_source`]).
 //!
+//! What this replica's rounds recorded about a source ([`Registry`](super::Registry): its
+//! declarations, its last good state, the objects' desired content) is forgotten as soon as
+//! its shard is no longer held ([`forget_lost_shards`]): another replica syncs the source
+//! meanwhile, so once the shard comes back the record would read as current while git and the
+//! cluster moved on. Until the first round after the shard is regained, the source's
+//! declarations are unknown here, as after a restart.
+//!
 //! With more than one shard, a source's status says which shard it is in (`status.shard`) and
 //! which replica syncs it (`status.handledBy`); with one shard both stay unset, as before.
 
@@ -26,8 +33,10 @@ use arbor_api::keys::SourceRef;
 use arbor_api::source::GitSourceStatus;
 use arbor_api::{ClusterGitTrack, GitTrack};
 use arbor_runtime::ShardGuard;
+use futures::StreamExt;
 use kube::Resource;
 use kube::api::DynamicObject;
+use tokio_util::sync::CancellationToken;
 
 use super::Context;
 use super::error::ControllerError;
@@ -148,6 +157,37 @@ pub async fn admit_owner(ctx: &Context, tracking: &DynamicObject) -> Option<Admi
         .unwrap_or_default();
     let guard = ctx.shards.guard(ctx.shards.shard_of(uid)).await?;
     Some(Admitted { guard })
+}
+
+/// Forgets the records of the sources of every shard this replica stops holding, at each change
+/// of the shards held, until `token` is cancelled.
+pub async fn forget_lost_shards(ctx: std::sync::Arc<Context>, token: CancellationToken) {
+    if ctx.shards.count() == 1 {
+        return;
+    }
+    let mut changes = ctx.shards.changes();
+    loop {
+        tokio::select! {
+            change = changes.next() => if change.is_none() { return },
+            () = token.cancelled() => return,
+        }
+        forget_unheld(&ctx);
+    }
+}
+
+/// Drops the registry's record of each source whose shard this replica does not hold; a source
+/// no longer cached (deleted) has no shard to hold, and its record goes too.
+fn forget_unheld(ctx: &Context) {
+    for (source, _) in ctx.registry.sources() {
+        let held = ctx.sources.get(&source).is_some_and(|cached| {
+            let uid = cached.object.metadata.uid.as_deref().unwrap_or_default();
+            ctx.shards.holds(ctx.shards.shard_of(uid))
+        });
+        if !held {
+            tracing::debug!(%source, "its shard is not held here: what its rounds recorded is forgotten");
+            ctx.registry.remove(&source);
+        }
+    }
 }
 
 #[cfg(test)]
