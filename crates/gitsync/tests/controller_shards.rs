@@ -11,7 +11,7 @@ use arbor_api::GitTrack;
 use arbor_api::keys::SourceRef;
 use arbor_kube_emu::faults::{Fault, FaultEffect};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 
 use controller_support::*;
 
@@ -144,33 +144,10 @@ impl<'a> Shared<'a> {
         let configmaps = cluster.configmaps("foo");
         let shared_uid = configmaps.get("shared").await?.metadata.uid;
 
-        // A second source in the other shard (a name whose uid lands there).
-        let first_shard = shard(cluster, &first).await?;
-        let gittracks: Api<GitTrack> = Api::namespaced(cluster.client.clone(), "foo");
-        let mut second = None;
-        for attempt in 0..32 {
-            let name = format!("second-{attempt}");
-            let candidate = cluster.create_gittrack("foo", &name, &second_repo).await?;
-            if shard(cluster, &candidate).await? != first_shard {
-                second = Some(candidate);
-                break;
-            }
-            gittracks.delete(&name, &DeleteParams::default()).await?;
-        }
-        let second = second.expect("one of 32 uids lands in the other shard");
+        let second = in_the_other_shard(cluster, &first, &second_repo).await?;
         let second_replica = holder(cluster, replicas, &second).await?;
         assert!(!std::ptr::eq(first_replica, second_replica));
-        let status = cluster
-            .synced(second_replica, &second, &second_commit)
-            .await?;
-        assert!(
-            status
-                .errors
-                .iter()
-                .any(|error| error.object.as_deref() == Some("ConfigMap/foo/shared")),
-            "the second source reports the conflict: {:?}",
-            status.errors
-        );
+        reports_the_conflict(cluster, second_replica, &second, &second_commit).await?;
         Ok(Self {
             first,
             second,
@@ -180,6 +157,55 @@ impl<'a> Shared<'a> {
             _second_repo: second_repo,
         })
     }
+}
+
+/// Syncs `second` at `commit` and checks that its status reports the conflict on foo/shared.
+async fn reports_the_conflict(
+    cluster: &Cluster,
+    replica: &Instance,
+    second: &SourceRef,
+    commit: &str,
+) -> anyhow::Result<()> {
+    let status = cluster.synced(replica, second, commit).await?;
+    assert!(
+        status
+            .errors
+            .iter()
+            .any(|error| error.object.as_deref() == Some("ConfigMap/foo/shared")),
+        "the second source reports the conflict: {:?}",
+        status.errors
+    );
+    Ok(())
+}
+
+/// The name of the source owning the tracking object of foo/shared, if it has one.
+async fn shared_owner(tracking: &Api<DynamicObject>) -> anyhow::Result<Option<String>> {
+    Ok(tracking
+        .get_opt("configmap.shared")
+        .await?
+        .and_then(|object| object.metadata.owner_references)
+        .and_then(|owners| owners.into_iter().next())
+        .map(|owner| owner.name))
+}
+
+/// A second GitTrack in foo from `repo`, in the shard `first` is not in (a name whose uid lands
+/// there; the others are deleted).
+async fn in_the_other_shard(
+    cluster: &Cluster,
+    first: &SourceRef,
+    repo: &Repo,
+) -> anyhow::Result<SourceRef> {
+    let first_shard = shard(cluster, first).await?;
+    let gittracks: Api<GitTrack> = Api::namespaced(cluster.client.clone(), "foo");
+    for attempt in 0..32 {
+        let name = format!("second-{attempt}");
+        let candidate = cluster.create_gittrack("foo", &name, repo).await?;
+        if shard(cluster, &candidate).await? != first_shard {
+            return Ok(candidate);
+        }
+        gittracks.delete(&name, &DeleteParams::default()).await?;
+    }
+    anyhow::bail!("none of 32 uids landed in the other shard")
 }
 
 /// Two sources declare one ConfigMap; their shards are held by two replicas, so neither
@@ -222,12 +248,7 @@ async fn an_object_a_source_of_another_replica_declares_is_released_not_deleted(
             "the ConfigMap the second source declares was never deleted"
         );
         second_replica.request_round(&second);
-        let owner = tracking
-            .get_opt("configmap.shared")
-            .await?
-            .and_then(|object| object.metadata.owner_references)
-            .and_then(|owners| owners.into_iter().next())
-            .map(|owner| owner.name);
+        let owner = shared_owner(&tracking).await?;
         Ok((owner.as_deref() == Some(second_name.as_str())).then_some(()))
     })
     .await?;
@@ -520,6 +541,68 @@ async fn a_regained_shard_decides_nothing_from_before_it_was_lost() -> anyhow::R
     )
     .await?;
     late_is_the_same("late is still the object the second replica applied").await?;
+    a.stop().await;
+    Ok(())
+}
+
+/// A decision to delete is confirmed with a fresh list of the sources: a replica whose source
+/// watch is down keeps an old cache, in which a conflict reported meanwhile is missing. Here
+/// the second source starts declaring the first's ConfigMap while the watches of GitTracks are
+/// closed and refused, so the first replica's cache never sees its status report the conflict;
+/// when the first source stops declaring the ConfigMap, its finalizer must still release it.
+/// Before, the cache alone decided: nobody else declared it, and it was deleted.
+#[tokio::test]
+async fn a_deletion_is_confirmed_with_a_fresh_list_of_the_sources() -> anyhow::Result<()> {
+    let (cluster, first_repo, first_commit) = with_first_repo().await?;
+    let (a, b) = two_replicas(&cluster).await?;
+    let replicas = [&a, &b];
+    let first = cluster.create_gittrack("foo", "first", &first_repo).await?;
+    let first_replica = holder(&cluster, &replicas, &first).await?;
+    cluster.synced(first_replica, &first, &first_commit).await?;
+    let configmaps = cluster.configmaps("foo");
+    let shared_uid = configmaps.get("shared").await?.metadata.uid;
+    let second_repo = Repo::new()?;
+    second_repo.write("two.yaml", &configmap(None, "two", "1"))?;
+    let two = second_repo.commit("two")?;
+    let second = in_the_other_shard(&cluster, &first, &second_repo).await?;
+    let second_replica = holder(&cluster, &replicas, &second).await?;
+    cluster.synced(second_replica, &second, &two).await?;
+
+    // The GitTrack watches end and cannot start again: the caches stay as they are.
+    let gittracks = ["arbor.dev/gittracks"];
+    cluster
+        .emu
+        .faults()
+        .inject(Fault::status(500).verbs(&["watch"]).resources(&gittracks));
+    cluster
+        .emu
+        .faults()
+        .inject(Fault::new(FaultEffect::CloseWatches).resources(&gittracks));
+    second_repo.write("shared.yaml", &configmap(None, "shared", "1"))?;
+    let both = second_repo.commit("shared too")?;
+    reports_the_conflict(&cluster, second_replica, &second, &both).await?;
+    first_repo.remove("shared.yaml")?;
+    let dropped = first_repo.commit("shared goes")?;
+    cluster.synced(first_replica, &first, &dropped).await?;
+    let tracking = cluster.gittrack_objects("foo");
+    eventually(
+        "the first source's tracking object to be let go",
+        || async {
+            let owner = shared_owner(&tracking).await?;
+            Ok((owner.as_deref() != Some("first")).then_some(()))
+        },
+    )
+    .await?;
+    assert_eq!(
+        configmaps
+            .get_opt("shared")
+            .await?
+            .and_then(|o| o.metadata.uid),
+        shared_uid,
+        "the ConfigMap the second source declares was not deleted"
+    );
+    cluster.emu.faults().clear();
+    b.stop().await;
     a.stop().await;
     Ok(())
 }
