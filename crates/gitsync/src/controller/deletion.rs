@@ -6,6 +6,10 @@
 //! leaves every object; `Delete` waits, with a `Stalled` condition, until the mass-prune guard
 //! allows it (the allow-mass-prune annotation), then deletes every object of the inventory
 //! that no other source declares, Namespaces last and only those that hold nothing else.
+//! Whether another source declares an object is read as a tracking object's finalizer reads it
+//! ([`tracking::others_declaring`]: every source's status, whichever replica ran its rounds);
+//! while the sources cannot be seen, nothing is deleted and the deletion looks again, and a
+//! step that deletes is planned again from a fresh list of the sources first.
 //!
 //! The work is done here, one object after the other, rather than by deleting every tracking
 //! object at once and leaving it to their finalizers: thousands of tracking objects turning
