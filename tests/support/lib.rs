@@ -171,6 +171,7 @@ fn collect(root: &Path, dir: &Path, files: &mut BTreeMap<String, String>) -> any
 }
 
 pub mod rbac_env;
+pub mod shards;
 pub mod source;
 pub mod system;
 pub mod webhook_env;

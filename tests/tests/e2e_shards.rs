@@ -9,26 +9,22 @@
 //! | start it again, commit | the shards spread over three again; every source synced exactly once |
 //! | the whole run | the emulator's request log shows no write in a source's namespace by a replica that did not hold the source's shard at that moment |
 //!
-//! Each replica talks to the emulator with its own token, so the emulator's request log names
-//! the replica of every request; the replica's Lease identity is the same name. The log is in
-//! the order the server answered: a write to a shard's Lease (create, update) by a replica
-//! means it holds the shard from then on, a delete that it gave the shard up; replaying the log
-//! tells who held each shard at each write.
+//! The replay of the emulator's request log that ties each write to its shard's holder is
+//! [`arbor_e2e::shards`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use arbor_api::GitTrack;
 use arbor_e2e::eventually;
+use arbor_e2e::shards::{Replica, ShardLeases};
 use arbor_e2e::system::WAIT;
 use arbor_kube_emu::KubeEmu;
 use arbor_kube_emu::accounting::RequestRecord;
 use arbor_policy::shards::shard_of;
 use arbor_testkit::cluster::{apply, ensure_namespace, install_crds};
-use arbor_testkit::ports::free_addr;
-use arbor_testkit::{GitRepo, Process, ProcessSpec};
-use k8s_openapi::api::coordination::v1::Lease;
+use arbor_testkit::{GitRepo, Process};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use serde_json::json;
@@ -38,6 +34,11 @@ const SHARDS: u32 = 6;
 const SOURCES: usize = 30;
 const LEASE_DURATION: Duration = Duration::from_secs(5);
 const NAMESPACE: &str = "arbor-system";
+const LEASES: ShardLeases<'static> = ShardLeases {
+    namespace: NAMESPACE,
+    prefix: "arbor-gitsync-shard-",
+    count: SHARDS,
+};
 
 fn team(source: usize) -> String {
     format!("team-{source:02}")
@@ -45,6 +46,10 @@ fn team(source: usize) -> String {
 
 fn replica_name(replica: usize) -> String {
     format!("gitsync-{replica}")
+}
+
+fn names(replicas: &[usize]) -> Vec<String> {
+    replicas.iter().copied().map(replica_name).collect()
 }
 
 /// Every source's ConfigMap at `revision`.
@@ -62,17 +67,7 @@ fn write_revision(repo: &GitRepo, revision: u32) -> String {
 
 fn gitsync(emu: &KubeEmu, dir: &Path, replica: usize) -> Process {
     let name = replica_name(replica);
-    let kubeconfig = dir.join(format!("{name}.kubeconfig"));
-    let token = emu.token_for(&name, &["system:masters"]);
-    std::fs::write(&kubeconfig, emu.kubeconfig_yaml_for(&token)).unwrap();
-    let binary = arbor_e2e::binary("arbor-gitsync", "arbor-gitsync").unwrap();
-    let args: Vec<String> = vec![
-        "--kubeconfig".into(),
-        kubeconfig.display().to_string(),
-        "--admin-addr".into(),
-        free_addr().unwrap().to_string(),
-        "--grpc-addr".into(),
-        free_addr().unwrap().to_string(),
+    let flags: Vec<String> = vec![
         "--gittrack-mode".into(),
         "Enabled".into(),
         "--clustergittrack-mode".into(),
@@ -80,67 +75,13 @@ fn gitsync(emu: &KubeEmu, dir: &Path, replica: usize) -> Process {
         "--allow-file-repositories".into(),
         "--cache-dir".into(),
         dir.join(format!("cache-{name}")).display().to_string(),
-        "--shards".into(),
-        SHARDS.to_string(),
-        "--leader-election".into(),
-        "true".into(),
-        "--lease-namespace".into(),
-        NAMESPACE.into(),
-        "--lease-identity".into(),
-        name.clone(),
-        "--lease-duration".into(),
-        format!("{}s", LEASE_DURATION.as_secs()),
-        "--lease-renew-interval".into(),
-        "300ms".into(),
     ];
-    ProcessSpec::new(&name, binary, dir.join(format!("{name}.log")))
-        .args(args)
-        .env("POD_NAME", "")
-        .start()
-        .unwrap()
-}
-
-/// Who holds each shard Lease now (`None`: nobody).
-async fn holders(client: &kube::Client) -> Vec<Option<String>> {
-    let leases = Api::<Lease>::namespaced(client.clone(), NAMESPACE)
-        .list(&Default::default())
-        .await
-        .unwrap();
-    let mut holders = vec![None; SHARDS as usize];
-    for lease in leases {
-        let name = lease.metadata.name.unwrap_or_default();
-        let Some(shard) = name
-            .strip_prefix("arbor-gitsync-shard-")
-            .and_then(|shard| shard.parse::<usize>().ok())
-        else {
-            continue;
-        };
-        holders[shard] = lease
-            .spec
-            .and_then(|spec| spec.holder_identity)
-            .filter(|holder| !holder.is_empty());
-    }
-    holders
-}
-
-/// Waits until `replicas` hold every shard between them, each its even share; returns the
-/// holders.
-async fn balanced(client: &kube::Client, replicas: &[usize], within: Duration) -> Vec<String> {
-    let expected: BTreeSet<String> = replicas.iter().map(|r| replica_name(*r)).collect();
-    let share = SHARDS as usize / replicas.len();
-    eventually("the shards balanced", within, || async {
-        let holders = holders(client).await;
-        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-        for holder in holders.iter().flatten() {
-            *counts.entry(holder.clone()).or_default() += 1;
-        }
-        let even = counts.keys().cloned().collect::<BTreeSet<_>>() == expected
-            && counts.values().all(|count| *count == share)
-            && holders.iter().all(Option::is_some);
-        Ok(even.then(|| holders.into_iter().flatten().collect()))
-    })
-    .await
-    .unwrap()
+    let replica = Replica {
+        binary: "arbor-gitsync",
+        name: &name,
+        lease_duration: LEASE_DURATION,
+    };
+    replica.start(emu, dir, &LEASES, &flags)
 }
 
 /// Waits until every source synced `commit`, its ConfigMap says `revision` and its status
@@ -240,65 +181,6 @@ fn exactly_once_by_the_holder(
     }
 }
 
-/// Replays the request log: every write in a source's namespace by a replica must come while
-/// that replica holds the source's shard Lease.
-///
-/// The log names no object for a create (the name is in the body), so a Lease created by a
-/// replica is not known to be shard `s` until that replica's next write to it (its renewal, a
-/// renew interval later). Meanwhile a write by that replica for a shard nobody is known to hold
-/// is accepted; a write for a shard another replica holds never is.
-fn no_write_without_the_shard(records: &[RequestRecord], shards: &BTreeMap<String, u32>) -> usize {
-    let mut holder: BTreeMap<u32, String> = BTreeMap::new();
-    let mut unnamed_creates: BTreeMap<String, usize> = BTreeMap::new();
-    let mut checked = 0;
-    for (at, record) in records.iter().enumerate() {
-        if !record.identity.starts_with("gitsync-") || !record.is_write() {
-            continue;
-        }
-        let identity = &record.identity;
-        if record.namespace == NAMESPACE && record.resource == "leases" {
-            if !(200..300).contains(&record.code) {
-                continue;
-            }
-            if record.verb == "create" && record.name.is_empty() {
-                *unnamed_creates.entry(identity.clone()).or_default() += 1;
-                continue;
-            }
-            let Some(shard) = record
-                .name
-                .strip_prefix("arbor-gitsync-shard-")
-                .and_then(|shard| shard.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if record.verb == "delete" {
-                holder.remove(&shard);
-                continue;
-            }
-            if holder.get(&shard) != Some(identity)
-                && let Some(pending) = unnamed_creates.get_mut(identity)
-            {
-                *pending = pending.saturating_sub(1);
-            }
-            holder.insert(shard, identity.clone());
-            continue;
-        }
-        if let Some(shard) = shards.get(&record.namespace) {
-            let held = holder.get(shard);
-            let just_created = held.is_none()
-                && unnamed_creates
-                    .get(identity)
-                    .is_some_and(|pending| *pending > 0);
-            assert!(
-                held == Some(identity) || just_created,
-                "request #{at} {record:?} wrote for shard {shard}, held by {held:?}"
-            );
-            checked += 1;
-        }
-    }
-    checked
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_share_thirty_sources_take_over_a_killed_ones_and_rebalance() {
     let emu = KubeEmu::start().await.unwrap();
@@ -333,7 +215,7 @@ async fn three_replicas_share_thirty_sources_take_over_a_killed_ones_and_rebalan
     let mut replicas: Vec<Process> = (0..REPLICAS)
         .map(|replica| gitsync(&emu, dir, replica))
         .collect();
-    let holders = balanced(&client, &[0, 1, 2], WAIT).await;
+    let holders = LEASES.balanced(&client, &names(&[0, 1, 2]), WAIT).await;
     let handled = synced(&client, &first, 1, &holders, WAIT).await;
     for (source, (shard, replica)) in handled.iter().enumerate() {
         assert_eq!(Some(shard), shards.get(&team(source)));
@@ -357,7 +239,7 @@ async fn three_replicas_share_thirty_sources_take_over_a_killed_ones_and_rebalan
     replicas[2].kill().unwrap();
     let killed = Instant::now();
     let third = write_revision(&repo, 3);
-    let holders = balanced(&client, &[0, 1], WAIT).await;
+    let holders = LEASES.balanced(&client, &names(&[0, 1]), WAIT).await;
     let taken_over = killed.elapsed();
     let handled = synced(&client, &third, 3, &holders, WAIT).await;
     let all_synced = killed.elapsed();
@@ -383,7 +265,7 @@ async fn three_replicas_share_thirty_sources_take_over_a_killed_ones_and_rebalan
     // gitsync-2 comes back: the shards spread over three again, and a commit is synced once
     // per source by the new holders.
     replicas[2].restart().unwrap();
-    let holders = balanced(&client, &[0, 1, 2], WAIT).await;
+    let holders = LEASES.balanced(&client, &names(&[0, 1, 2]), WAIT).await;
     let mark = emu.requests().snapshot().len();
     let fourth = write_revision(&repo, 4);
     let handled = synced(&client, &fourth, 4, &holders, WAIT).await;
@@ -391,7 +273,7 @@ async fn three_replicas_share_thirty_sources_take_over_a_killed_ones_and_rebalan
     let records = emu.requests().snapshot();
     exactly_once_by_the_holder(&records[mark..], &handled, &shards, &holders);
 
-    let checked = no_write_without_the_shard(&records, &shards);
+    let checked = LEASES.no_write_without_the_shard(&records, "gitsync-", &shards);
     assert!(checked >= 4 * SOURCES, "only {checked} writes checked");
     println!("{checked} writes in the sources' namespaces, each by its shard's holder");
 

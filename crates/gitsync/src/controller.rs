@@ -68,6 +68,7 @@ pub mod registry;
 pub mod round;
 pub mod settings;
 pub mod shard;
+pub mod source_cache;
 pub mod source_handle;
 pub mod status;
 pub mod tracking;
@@ -105,6 +106,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// The shards whose sources this replica syncs ([`shard`]).
     pub shards: arbor_runtime::Shards,
+    /// Every source in scope as the cluster reports it, whatever its shard ([`source_cache`]).
+    pub sources: Arc<source_cache::SourceCaches>,
 }
 
 impl std::fmt::Debug for Context {

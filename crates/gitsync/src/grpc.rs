@@ -6,8 +6,8 @@
 //! | GetStatus | the stored status of one source or of every source this instance reconciles |
 //! | ListManaged | every declared object with its state (in sync, unmanaged, ignored, failed, …), filtered by source, namespace, kind and state |
 //! | Explain | the declarations of an object and the row of seeds/000's table that applies to it now: the inputs (columns), the action, the rule (`seeds/000 row N`) and the reason with the row's id |
-//! | TriggerSync | a full round of the source now; with `wait`, answers after it finished (at most two minutes) |
-//! | ReportDrift | re-applies each reported object at once through the table (an unlabelled object is still left alone); objects no source declares come back as `unknown` |
+//! | TriggerSync | a full round of the source now; with `wait`, answers after it finished (at most two minutes). With `--shards`, a replica that does not hold the source's shard answers `FailedPrecondition` naming the replica that does (also in the `arbor-shard-holder` metadata), or `Unavailable` while none does |
+//! | ReportDrift | re-applies each reported object at once through the table (an unlabelled object is still left alone), under its source's shard; objects no source declares here come back as `unknown` (with `--shards`, also those of sources whose shard another replica holds) |
 //! | GetDeclared | the object as gitsync applies it (a Secret without `data` and `stringData`), with its source, file, commit and compare fields, for the webhook's drift prevention |
 //! | Preview | what a round would do with a revision or sent files ([`crate::controller::preview`]): each object's change, seeds/000 row and the fields an update changes (a Secret's by path only), and the guards that would stop it; writes nothing |
 //!
@@ -30,10 +30,13 @@ use tonic::{Request, Response, Status};
 use crate::apply::{ApplyError, Target};
 use crate::controller::preview::{self, Change, PreviewError};
 use crate::controller::registry::{ObjectRecord, ObjectState, SourceRecord};
-use crate::controller::{Context, identity};
+use crate::controller::{Context, identity, shard};
 
 /// How long `TriggerSync` with `wait` waits for the round.
 const TRIGGER_PATIENCE: Duration = Duration::from_secs(120);
+/// The gRPC metadata key naming the replica that holds a source's shard, when a request
+/// reached another one.
+pub const SHARD_HOLDER: &str = "arbor-shard-holder";
 
 /// The service, over the controllers' shared context.
 #[derive(Debug, Clone)]
@@ -122,6 +125,27 @@ impl SyncServiceImpl {
         let (situation, decision) = self.ctx.applier.decide(&target, live.as_ref());
         Ok((declarations, situation, decision.row, gvk))
     }
+}
+
+/// The answer to a request about `source` that reached a replica not holding its shard.
+fn held_elsewhere(ctx: &Context, source: &SourceRef, elsewhere: &shard::HeldElsewhere) -> Status {
+    let me = ctx.shards.identity();
+    let Some(holder) = &elsewhere.holder else {
+        return Status::unavailable(format!(
+            "{source} is in shard {}, which no replica holds right now (this is {me}); retry in \
+             a lease duration",
+            elsewhere.shard
+        ));
+    };
+    let mut status = Status::failed_precondition(format!(
+        "{source} is in shard {}, which replica {holder} syncs, not this one ({me}): send the \
+         request to {holder}",
+        elsewhere.shard
+    ));
+    if let Ok(value) = holder.parse() {
+        status.metadata_mut().insert(SHARD_HOLDER, value);
+    }
+    status
 }
 
 fn source_ref_from(proto: Option<&proto::SourceRef>) -> Result<Option<SourceRef>, Status> {
@@ -488,6 +512,9 @@ impl SyncService for SyncServiceImpl {
         let request = request.into_inner();
         let source = source_ref_from(request.source.as_ref())?
             .ok_or_else(|| Status::invalid_argument("source is required"))?;
+        if let Some(elsewhere) = shard::held_elsewhere(&self.ctx, &source) {
+            return Err(held_elsewhere(&self.ctx, &source, &elsewhere));
+        }
         let Some(before) = self.ctx.registry.get(&source) else {
             return Err(Status::not_found(format!(
                 "{source} is not reconciled by this instance"
@@ -522,6 +549,13 @@ impl SyncService for SyncServiceImpl {
                 unknown.extend(event.object.clone());
                 continue;
             };
+            // Written only under the source's shard: its rounds may be running on another
+            // replica, which then also corrects the drift.
+            let Some(admitted) = shard::admit_source(&self.ctx, &source).await else {
+                tracing::info!(object = %key, %source, "drift reported for a source whose shard this replica does not hold");
+                unknown.extend(event.object.clone());
+                continue;
+            };
             accepted += 1;
             let compare = CompareFields::parse(&record.compare_fields).unwrap_or_default();
             let target = Target {
@@ -545,9 +579,17 @@ impl SyncService for SyncServiceImpl {
                     continue;
                 }
             };
-            let synced = match applier.live(&target).await {
-                Ok(live) => applier.sync_object(&target, live.as_ref()).await,
-                Err(error) => Err(error),
+            let synced = admitted
+                .while_held(async {
+                    match applier.live(&target).await {
+                        Ok(live) => applier.sync_object(&target, live.as_ref()).await,
+                        Err(error) => Err(error),
+                    }
+                })
+                .await;
+            let Some(synced) = synced else {
+                tracing::info!(object = %key, %source, "shard lost while re-applying a drifted object");
+                continue;
             };
             match synced {
                 Ok(outcome) => {

@@ -238,6 +238,7 @@ pub async fn start(
         metrics,
         recorder: Recorder::new(client, reporter),
         shards,
+        sources: Arc::default(),
     };
     let tasks = reconcile::spawn(ctx.clone(), triggers, &token);
 

@@ -463,3 +463,123 @@ async fn a_tracking_object_deleted_while_gitsync_was_down_never_takes_a_declared
     instance.stop().await;
     Ok(())
 }
+
+/// A source deleted with `propagationPolicy: Orphan` leaves its tracking objects with no owner.
+/// Deleting one of them then lets it go and leaves the object it tracked on the cluster (nothing
+/// says the object is Arbor's to delete any more), with a Warning Event on the tracking object
+/// that says so. Before, gitsync's finalizer was kept on it for good, without a word.
+#[tokio::test]
+async fn a_tracking_object_left_without_an_owner_is_let_go_and_its_object_kept()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("kept.yaml", &configmap(None, "kept", "1"))?;
+    let commit = repo.commit("one")?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &commit).await?;
+    let configmaps = cluster.configmaps("foo");
+    let uid = configmaps.get("kept").await?.metadata.uid;
+
+    let gittracks: Api<GitTrack> = Api::namespaced(cluster.client.clone(), "foo");
+    let orphaning = DeleteParams {
+        propagation_policy: Some(kube::api::PropagationPolicy::Orphan),
+        ..DeleteParams::default()
+    };
+    gittracks.delete("apps", &orphaning).await?;
+    eventually("the source to be gone", || async {
+        Ok(gittracks.get_opt("apps").await?.is_none().then_some(()))
+    })
+    .await?;
+    let tracking = cluster.gittrack_objects("foo");
+    let left = tracking.get("configmap.kept").await?;
+    assert!(
+        left.metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty(),
+        "the orphaning delete removed the ownerReference"
+    );
+
+    tracking
+        .delete("configmap.kept", &DeleteParams::default())
+        .await?;
+    eventually("the tracking object to be let go", || async {
+        Ok(tracking
+            .get_opt("configmap.kept")
+            .await?
+            .is_none()
+            .then_some(()))
+    })
+    .await?;
+    let kept = configmaps.get_opt("kept").await?;
+    assert_eq!(
+        kept.and_then(|object| object.metadata.uid),
+        uid,
+        "the ConfigMap was left as it was"
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(cluster.client.clone(), "foo");
+    let said = eventually("a Warning Event on the tracking object", || async {
+        let listed = events.list(&Default::default()).await?;
+        Ok(listed.items.into_iter().find(|event| {
+            event.reason.as_deref() == Some("ReleasedUnowned")
+                && event.regarding.as_ref().and_then(|r| r.name.as_deref())
+                    == Some("configmap.kept")
+        }))
+    })
+    .await?;
+    assert_eq!(said.type_.as_deref(), Some("Warning"));
+    assert!(
+        said.note
+            .unwrap_or_default()
+            .contains("ConfigMap foo/kept is left"),
+        "the Event names the object left"
+    );
+    instance.stop().await;
+    Ok(())
+}
+
+/// A tracking object whose `spec.data` does not say what it tracks (no apiVersion: someone
+/// wrote it by hand) and that is deleted is let go, and nothing else is touched. Before, it
+/// kept gitsync's finalizer for good: the instance did not look at it at all.
+#[tokio::test]
+async fn a_tracking_object_that_names_no_object_is_let_go_when_deleted() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let tracking = cluster.gittrack_objects("foo");
+    cluster
+        .create(
+            &tracking,
+            json!({
+                "apiVersion": "arbor.dev/v1alpha1",
+                "kind": "GitTrackObject",
+                "metadata": {
+                    "name": "configmap.hand-made",
+                    "namespace": "foo",
+                    "finalizers": [arbor_api::keys::GITSYNC_FINALIZER],
+                },
+                "spec": {"name": "hand-made", "kind": "ConfigMap", "data": {"kind": "ConfigMap"}},
+            }),
+        )
+        .await?;
+    tracking
+        .delete("configmap.hand-made", &DeleteParams::default())
+        .await?;
+    eventually("the tracking object to be let go", || async {
+        Ok(tracking
+            .get_opt("configmap.hand-made")
+            .await?
+            .is_none()
+            .then_some(()))
+    })
+    .await?;
+    instance.stop().await;
+    Ok(())
+}

@@ -1,6 +1,8 @@
 //! Request accounting: every resource request the server answered, named like kube's audit log
 //! (verb, group, resource, subresource, namespace, name, user, status code), so tests can assert
-//! exact request counts — for example that a no-op reconcile makes no writes.
+//! exact request counts — for example that a no-op reconcile makes no writes. A create's name is
+//! the one its object was sent with, as the audit log's objectRef says (empty for a generated
+//! name), so a replay can tie each create to the object it made.
 //!
 //! Counts per (verb, resource, namespace, identity) and the write count are kept exactly for the
 //! server's lifetime (until [`Requests::reset`]); the list of individual records keeps the most

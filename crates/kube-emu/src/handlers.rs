@@ -189,12 +189,31 @@ pub async fn handle(
             response.headers_mut().append(header::WARNING, value);
         }
     }
+    let mut attributes = attributes;
+    if verb == Verb::Create && attributes.name.is_empty() && attributes.subresource.is_empty() {
+        attributes.name = sent_name(&context.body).unwrap_or_default();
+    }
     shared.requests.record(RequestRecord::new(
         attributes,
         &context.identity.username,
         response.status().as_u16(),
     ));
     Ok(response)
+}
+
+/// The name of the object a create sent (`metadata.name`), for the request's record: as in
+/// kube-apiserver's audit log, a create names what it made, while authorization saw no name.
+fn sent_name(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Sent {
+        metadata: Option<SentMetadata>,
+    }
+    #[derive(serde::Deserialize)]
+    struct SentMetadata {
+        name: Option<String>,
+    }
+    let sent: Sent = serde_json::from_slice(body).ok()?;
+    sent.metadata?.name
 }
 
 /// `299 - "text"`, with the text's quotes and backslashes escaped as in kube-apiserver.

@@ -202,6 +202,7 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
     // With shards, a change of the held shards looks at every Application again: those of a
     // gained shard start, those of a lost one have their observers stopped.
     let controller = controller.reconcile_all_on(shards.changes());
+    let drift_shards = shards.clone();
     let context = Arc::new(Context {
         observers: ObserverContext {
             resolver: resolver.clone(),
@@ -229,6 +230,7 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
                     watchers: drift,
                     metrics,
                     gates: drift_gates,
+                    shards: drift_shards,
                 },
             );
         }
@@ -288,6 +290,8 @@ struct DriftPipeline {
     metrics: metrics::Metrics,
     /// One per drift kind, opened when its watch has listed.
     gates: Vec<ReadyGate>,
+    /// With `--shards`, each drift is reported by the replica holding its object's shard.
+    shards: arbor_runtime::Shards,
 }
 
 /// Watches the git-managed kinds and reports their drift to gitsync.
@@ -298,6 +302,7 @@ fn spawn_drift_reporting(shutdown: &Shutdown, config: &Config, pipeline: DriftPi
         watchers,
         metrics,
         gates,
+        shards,
     } = pipeline;
     let token = shutdown.token();
     let (seen, seen_rx) = mpsc::channel(1024);
@@ -309,6 +314,7 @@ fn spawn_drift_reporting(shutdown: &Shutdown, config: &Config, pipeline: DriftPi
                 kind: kind.clone(),
                 label: config.management_label.clone(),
                 listed: gate,
+                shards: shards.clone(),
             },
             seen.clone(),
             metrics.clone(),

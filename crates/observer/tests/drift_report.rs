@@ -238,3 +238,82 @@ async fn drift_seen_while_gitsync_is_down_is_reported_when_it_comes_up() -> anyh
     server.cancel();
     cluster.finish(observer).await
 }
+
+/// Two observer replicas sharing two shards both watch every labelled object, but a drift is
+/// reported by the one holding the object's shard only: gitsync hears of each edit once.
+/// Before, every replica reported every drift.
+#[tokio::test]
+async fn with_shards_each_drift_is_reported_by_one_replica() -> anyhow::Result<()> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    config_maps(&cluster).await?;
+    let gitsync = FakeGitsync::default();
+    let address = free_port().await?;
+    let server = gitsync.serve(address).await?;
+    let mut replicas = Vec::new();
+    for identity in ["observer-a", "observer-b"] {
+        let mut flags = observer_flags(address);
+        flags.extend(
+            [
+                "--leader-election=true",
+                "--shards=2",
+                "--lease-duration=3s",
+                "--lease-renew-interval=1s",
+            ]
+            .map(str::to_owned),
+        );
+        flags.push(format!("--lease-identity={identity}"));
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        replicas.push(cluster.observer(&flags).await?);
+    }
+    let leases: kube::Api<Lease> = kube::Api::namespaced(cluster.client.clone(), "arbor-system");
+    eventually("each replica to hold one shard", || async {
+        let mut holders = Vec::new();
+        for shard in 0..2 {
+            let holder = leases
+                .get_opt(&format!("arbor-observer-shard-{shard}"))
+                .await?
+                .and_then(|lease| lease.spec)
+                .and_then(|spec| spec.holder_identity);
+            holders.push(holder);
+        }
+        let ready = replicas.iter().all(|replica| replica.readiness.is_ready());
+        Ok(
+            (ready && holders[0].is_some() && holders[1].is_some() && holders[0] != holders[1])
+                .then_some(()),
+        )
+    })
+    .await?;
+
+    let api = cluster.config_maps();
+    cluster
+        .edit(&api, "managed", json!({"data": {"mode": "edited"}}))
+        .await?;
+    eventually("the edit to be reported", || async {
+        Ok((!reports_of(&gitsync.reported(), "managed").is_empty()).then_some(()))
+    })
+    .await?;
+    cluster
+        .edit(&api, "managed", json!({"data": {"mode": "again"}}))
+        .await?;
+    eventually("the second edit to be reported", || async {
+        Ok(reports_of(&gitsync.reported(), "managed")
+            .iter()
+            .any(|event| event.observed_json.contains("again"))
+            .then_some(()))
+    })
+    .await?;
+    // Past the drift window and a report's round trip, so a second replica's report would be in.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let reported = gitsync.reported();
+    let managed = reports_of(&reported, "managed");
+    assert_eq!(managed.len(), 2, "each edit reported once: {managed:?}");
+
+    server.cancel();
+    for replica in replicas {
+        replica.stop().await?;
+    }
+    cluster.shutdown().await;
+    Ok(())
+}

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use arbor_policy::shards::{ShardView, plan_moves, shard_of};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use kube::api::ListParams;
+use kube::api::{DeleteParams, ListParams, Preconditions};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -156,6 +156,8 @@ struct Inner {
     deadline: Option<Duration>,
     /// Per shard, when its last successful renewal was sent; `None` when not held for work.
     renewed: Mutex<Vec<Option<Instant>>>,
+    /// Per shard, the replica its Lease names while unexpired, as last listed.
+    holders: Mutex<Vec<Option<String>>>,
     /// Per shard, shared by the guards of work in flight; taken exclusively to hand it over.
     in_flight: Vec<Arc<RwLock<()>>>,
     /// The shards held and how many times a shard was gained, republished on every change.
@@ -182,6 +184,7 @@ impl Shards {
                 identity: identity.to_owned(),
                 deadline,
                 renewed: Mutex::new(vec![None; count as usize]),
+                holders: Mutex::new(vec![None; count as usize]),
                 in_flight: (0..count).map(|_| Arc::new(RwLock::new(()))).collect(),
                 held: watch::channel(Held::default()).0,
                 metrics,
@@ -213,6 +216,23 @@ impl Shards {
             .copied()
             .flatten()
             .is_some_and(|sent| sent.elapsed() < deadline)
+    }
+
+    /// The replica that holds `shard`: this one, or the one its Lease named, unexpired, at
+    /// the last look (a renew interval ago at most); `None` when free or not seen yet.
+    pub fn holder(&self, shard: u32) -> Option<String> {
+        if self.holds(shard) {
+            return Some(self.inner.identity.clone());
+        }
+        lock(&self.inner.holders)
+            .get(shard as usize)
+            .cloned()
+            .flatten()
+            .filter(|holder| *holder != self.inner.identity)
+    }
+
+    fn set_holders(&self, holders: Vec<Option<String>>) {
+        *lock(&self.inner.holders) = holders;
     }
 
     /// The shards held now.
@@ -283,11 +303,7 @@ impl Shards {
     }
 
     fn renewed(&self) -> MutexGuard<'_, Vec<Option<Instant>>> {
-        // A poisoned lock only means a panic elsewhere; the instants stay meaningful.
-        self.inner
-            .renewed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.inner.renewed)
     }
 
     fn set(&self, shard: u32, renewed: Option<Instant>) {
@@ -326,6 +342,13 @@ impl Shards {
             true
         });
     }
+}
+
+/// A poisoned lock only means a panic elsewhere; what it guards stays meaningful.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What [`Shards`] publishes.
@@ -449,7 +472,8 @@ impl Manager {
             .into_iter()
             .filter_map(|lease| lease.metadata.name.clone().map(|name| (name, lease)))
             .collect();
-        let members = self.live_members(&by_name);
+        let (members, dead) = self.live_members(&by_name);
+        self.forget_dead_members(dead).await;
         let views: Vec<ShardView> = (0..self.config.shards)
             .map(|shard| {
                 let elector = &mut self.electors[shard as usize];
@@ -468,6 +492,12 @@ impl Manager {
                 }
             })
             .collect();
+        self.shards.set_holders(
+            views
+                .iter()
+                .map(|view| view.holder.clone().filter(|_| !view.expired))
+                .collect(),
+        );
         let me = self.config.identity.clone();
         // A shard taken by another replica is lost at once, whatever our deadline says.
         for (shard, view) in (0..).zip(&views) {
@@ -530,8 +560,14 @@ impl Manager {
         }
     }
 
-    /// Replicas whose membership Lease is alive, and every holder of a live shard Lease.
-    fn live_members(&mut self, leases: &BTreeMap<String, Lease>) -> BTreeSet<String> {
+    /// Replicas whose membership Lease is alive, and every holder of a live shard Lease; and
+    /// the membership Leases this replica saw unrenewed for a lease duration, with the
+    /// resourceVersion it saw.
+    fn live_members(
+        &mut self,
+        leases: &BTreeMap<String, Lease>,
+    ) -> (BTreeSet<String>, Vec<(String, String)>) {
+        let mut dead = Vec::new();
         let member_prefix = format!("{}-member-", self.config.prefix);
         let own = self.config.member_lease();
         let mut members = BTreeSet::from([self.config.identity.clone()]);
@@ -547,11 +583,49 @@ impl Manager {
                 LeaderElector::new(self.client.clone(), self.config.lease(name.clone()))
             });
             let seen = elector.observe(lease);
-            if let (Some(holder), false) = (seen.holder, seen.expired) {
-                members.insert(holder);
+            match (seen.holder, seen.expired) {
+                (Some(holder), false) => {
+                    members.insert(holder);
+                }
+                (_, true) => dead.extend(
+                    lease
+                        .metadata
+                        .resource_version
+                        .clone()
+                        .map(|version| (name.clone(), version)),
+                ),
+                (None, false) => {}
             }
         }
-        members
+        (members, dead)
+    }
+
+    /// Deletes the membership Leases of replicas gone for a lease duration (killed ones never
+    /// give theirs up), each only as it was seen: a Lease renewed since (its replica was only
+    /// slow) has another resourceVersion and stays. Every replica may try; one succeeds.
+    async fn forget_dead_members(&mut self, dead: Vec<(String, String)>) {
+        for (name, version) in dead {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    resource_version: Some(version),
+                    uid: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match self.api.delete(&name, &params).await {
+                Ok(_) => {
+                    tracing::info!(lease = %name, "deleted the membership Lease of a replica gone for a lease duration");
+                    self.others.remove(&name);
+                }
+                // Already deleted by another replica, or renewed since: nothing to do.
+                Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
+                    self.others.remove(&name);
+                }
+                Err(error) => {
+                    tracing::warn!(lease = %name, %error, "cannot delete a dead replica's membership Lease");
+                }
+            }
+        }
     }
 
     async fn give_everything_up(&mut self) {

@@ -374,4 +374,34 @@ mod shards {
         b.stop().await;
         emu.shutdown().await;
     }
+
+    /// A killed replica never gives its membership Lease up: the others delete it once they
+    /// have seen it unrenewed for a lease duration (with its resourceVersion as the
+    /// precondition), and keep the living replicas' ones.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dead_replicas_membership_lease_is_deleted_and_the_living_ones_kept() {
+        use k8s_openapi::api::coordination::v1::Lease;
+        let (emu, client) = cluster().await;
+        let a = replica(&client, "replica-a");
+        let c = replica(&client, "replica-c");
+        balanced(&[&a, &c], LEASE_DURATION * 5).await;
+        let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), "arbor-system");
+        let dead = config("replica-c").member_lease();
+        assert!(leases.get_opt(&dead).await.unwrap().is_some());
+
+        c.task.abort();
+        let killed = Instant::now();
+        while leases.get_opt(&dead).await.unwrap().is_some() {
+            assert!(
+                killed.elapsed() < LEASE_DURATION * 3,
+                "{dead} still there after {:?}",
+                killed.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let living = config("replica-a").member_lease();
+        assert!(leases.get_opt(&living).await.unwrap().is_some());
+        a.stop().await;
+        emu.shutdown().await;
+    }
 }

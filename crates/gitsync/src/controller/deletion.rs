@@ -6,6 +6,10 @@
 //! leaves every object; `Delete` waits, with a `Stalled` condition, until the mass-prune guard
 //! allows it (the allow-mass-prune annotation), then deletes every object of the inventory
 //! that no other source declares, Namespaces last and only those that hold nothing else.
+//! Whether another source declares an object is read as a tracking object's finalizer reads it
+//! ([`tracking::others_declaring`]: every source's status, whichever replica ran its rounds);
+//! while the sources cannot be seen, nothing is deleted and the deletion looks again, and a
+//! step that deletes is planned again from a fresh list of the sources first.
 //!
 //! The work is done here, one object after the other, rather than by deleting every tracking
 //! object at once and leaving it to their finalizers: thousands of tracking objects turning
@@ -37,6 +41,7 @@ use super::Context;
 use super::error::{self, ControllerError};
 use super::live_objects::LIST_PAGE;
 use super::reconcile::SourceKind;
+use super::source_cache::{CachedSource, Freshness};
 use super::source_handle::SourceHandle;
 use super::status;
 use super::tracking::{self, Tracked};
@@ -112,21 +117,8 @@ pub async fn run<K: SourceKind>(
         if inventory.is_empty() {
             return finish(ctx, source, handle).await;
         }
-        let entries: Vec<InventoryEntry> = inventory
-            .values()
-            .map(|tracked| InventoryEntry {
-                key: tracked.key.clone(),
-                declared_elsewhere: tracking::declared_elsewhere(
-                    ctx,
-                    Some(&handle.reference),
-                    &tracked.key,
-                )
-                .first()
-                .map(ToString::to_string),
-            })
-            .collect();
         let delete = handle.deletion_policy == DeletionPolicy::Delete;
-        let only_namespaces = entries.iter().all(|e| is_namespace(&e.key.group_kind));
+        let only_namespaces = inventory.keys().all(|key| is_namespace(&key.group_kind));
         let foreign = if delete && only_namespaces {
             foreign_contents(ctx, &inventory).await?
         } else {
@@ -135,14 +127,41 @@ pub async fn run<K: SourceKind>(
         let high_water = handle.status.prune_window.as_ref().map_or(0, |window| {
             usize::try_from(window.high_water_mark).unwrap_or(0)
         });
-        let step = plan_deletion(&DeletionInput {
-            delete,
-            allowed: handle.allow_mass_prune,
-            max_fraction: ctx.settings.max_prune_fraction,
-            high_water,
-            entries: &entries,
-            foreign: &foreign,
-        });
+        // Whether other sources declare the objects, as a tracking object's finalizer decides
+        // it: from every source's status (whichever replica ran its rounds) and this replica's
+        // rounds; unknown while the sources cannot be seen.
+        let plan = |sources: Option<Vec<CachedSource>>| {
+            let entries: Vec<InventoryEntry> = inventory
+                .values()
+                .map(|tracked| {
+                    let (elsewhere, declaring) = tracking::others_declaring(
+                        ctx,
+                        Some(&handle.reference),
+                        &tracked.key,
+                        sources.as_deref(),
+                    );
+                    InventoryEntry {
+                        key: tracked.key.clone(),
+                        elsewhere,
+                        declared_by: declaring.first().map(ToString::to_string),
+                    }
+                })
+                .collect();
+            plan_deletion(&DeletionInput {
+                delete,
+                allowed: handle.allow_mass_prune,
+                max_fraction: ctx.settings.max_prune_fraction,
+                high_water,
+                entries: &entries,
+                foreign: &foreign,
+            })
+        };
+        let mut step = plan(tracking::other_sources(ctx, Freshness::Cached).await);
+        // A deletion is confirmed with a fresh list of the sources: a cache behind a watch
+        // outage can miss a conflict reported meanwhile.
+        if deletes(&step) {
+            step = plan(tracking::other_sources(ctx, Freshness::Listed).await);
+        }
         let now = match step {
             DeletionStep::Blocked(message) => {
                 let message = format!(
@@ -153,6 +172,10 @@ pub async fn run<K: SourceKind>(
                 progress.counts.remaining = count(inventory.len());
                 progress.blocked(&message).await?;
                 return Ok(Action::requeue(RECHECK));
+            }
+            DeletionStep::WaitForOtherSources(unknown) => {
+                tracing::warn!(source = %handle.reference, objects = unknown.len(), "deleting the source waits: whether other sources declare its objects is not known yet (the sources cannot be listed)");
+                return Ok(Action::requeue(Duration::from_secs(5)));
             }
             DeletionStep::Proceed { now, .. } => now,
         };
@@ -194,6 +217,16 @@ pub async fn run<K: SourceKind>(
     }
     progress.write(None).await?;
     Ok(Action::requeue(RECHECK))
+}
+
+/// Whether `step` deletes an object.
+fn deletes(step: &DeletionStep) -> bool {
+    match step {
+        DeletionStep::Proceed { now, .. } => now
+            .iter()
+            .any(|(_, disposal)| *disposal == Disposal::Delete),
+        DeletionStep::Blocked(_) | DeletionStep::WaitForOtherSources(_) => false,
+    }
 }
 
 fn count(n: usize) -> i64 {

@@ -3,6 +3,7 @@
 //! namespace `--namespace` gives), and one per tracking kind for the finalizer.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use arbor_api::condition::reasons;
@@ -13,7 +14,7 @@ use arbor_api::source::{
 use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, GitSource, GitTrack, GitTrackObject};
 use arbor_policy::ownership::NamespaceScope;
 use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened, object_name};
-use futures::{StreamExt, TryStreamExt as _};
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams};
@@ -22,7 +23,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::store::Writer;
-use kube::runtime::{Controller, WatchStreamExt as _, watcher};
+use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -105,12 +106,15 @@ pub fn spawn(
     let watches = ctx.settings.scope.watches().clone();
     let (gittrack_triggers, gittrack_requests) = mpsc::unbounded_channel();
     let (cluster_triggers, cluster_requests) = mpsc::unbounded_channel();
-    let mut tasks = vec![tokio::spawn(route_triggers(
-        triggers,
-        gittrack_triggers,
-        cluster_triggers,
-        token.clone(),
-    ))];
+    let mut tasks = vec![
+        tokio::spawn(route_triggers(
+            triggers,
+            gittrack_triggers,
+            cluster_triggers,
+            token.clone(),
+        )),
+        tokio::spawn(shard::forget_lost_shards(ctx.clone(), token.clone())),
+    ];
 
     if let Some(api) = scoped_api::<GitTrack>(&ctx.client, &watches.gittracks) {
         tasks.push(tokio::spawn(run_sources::<GitTrack>(
@@ -215,7 +219,19 @@ async fn run_sources<K: SourceKind>(
             }
             SourceRef::ClusterGitTrack { name } => ObjectRef::new_with(&name, resource.clone()),
         });
-    Controller::new_with(api, watcher::Config::default(), api_resource::<K>())
+    // The controller's own reflector, so that the source cache knows when its first list has
+    // arrived (an empty cache then means no source of the kind, not "not listed yet").
+    let writer = reflector::store::Writer::new(api_resource::<K>());
+    let reader = writer.as_reader();
+    let listed = ctx.sources.set::<K>(reader.clone());
+    let events = reflector(writer, watcher(api, watcher::Config::default()))
+        .inspect_ok(move |event| {
+            if matches!(event, watcher::Event::InitDone) {
+                listed.store(true, Ordering::Release);
+            }
+        })
+        .applied_objects();
+    Controller::for_stream_with(events, reader, api_resource::<K>())
         .reconcile_on(requested)
         // A shard this replica gains brings its sources' rounds at once.
         .reconcile_all_on(ctx.shards.gains())
@@ -609,15 +625,39 @@ where
             return Ok(Action::await_change());
         }
     };
-    if !tracking::watched_owner(&ctx, &tracking) || !shard::holds_owner(&ctx, &object) {
+    if !tracking::watched_owner(&ctx, &tracking) {
         return Ok(Action::await_change());
     }
+    let Some(admitted) = shard::admit_owner(&ctx, &object).await else {
+        return Ok(Action::await_change());
+    };
+    // A shard lost meanwhile stops the finalizer before its next write; the new holder's sweep
+    // takes the tracking object up.
+    admitted
+        .while_held(finalize_tracking(object, &tracking, ctx.clone(), &admitted))
+        .await
+        .unwrap_or(Ok(Action::await_change()))
+}
+
+/// Decides for a Terminating tracking object of an admitted source and carries it out.
+async fn finalize_tracking<K>(
+    object: Arc<DynamicObject>,
+    tracking: &K,
+    ctx: Arc<Context>,
+    admitted: &shard::Admitted,
+) -> Result<Action, ControllerError>
+where
+    K: TrackingKind + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
     // Finalizing writes (the object, the finalizer): it shares the instance's write permits.
     let _permit = ctx.writes.acquire().await.ok();
-    let finalizing = tracking::Finalizing::decide(&ctx, &tracking).await?;
-    if finalizing.waits_for_a_round(&ctx) {
+    let finalizing = tracking::Finalizing::decide(&ctx, tracking).await?;
+    if finalizing.waits(&ctx) {
         // Look again in case that round never comes.
         return Ok(Action::requeue(LEFT_TO_SOURCE));
+    }
+    if !admitted.guard.still_held() {
+        return Ok(Action::await_change());
     }
     // kube-runtime's finalizer helper runs the cleanup, then removes gitsync's finalizer with a
     // JSON patch that tests the entry first (no resourceVersion needed, and a finalizer someone

@@ -10,16 +10,33 @@
 //! at once.
 //!
 //! A tracking object is finalized by the replica that holds its source's shard (the shard of
-//! the owner's uid in its ownerReferences), so only one replica writes for a source.
+//! the owner's uid in its ownerReferences), under the shard's guard like a round, so only one
+//! replica writes for a source and a hand-over waits for a finalizer in flight. Whether another
+//! source declares the object is read from every source's status
+//! ([`source_cache`](super::source_cache)), not only from the rounds this replica ran.
+//!
+//! A request about a source (TriggerSync) that reaches a replica not holding its shard is
+//! answered with the replica that holds it ([`held_elsewhere`]); a reported drift is re-applied
+//! only under the source's shard ([`admit_source`]).
+//!
+//! What this replica's rounds recorded about a source ([`Registry`](super::Registry): its
+//! declarations, its last good state, the objects' desired content) is forgotten as soon as
+//! its shard is no longer held ([`forget_lost_shards`]): another replica syncs the source
+//! meanwhile, so once the shard comes back the record would read as current while git and the
+//! cluster moved on. Until the first round after the shard is regained, the source's
+//! declarations are unknown here, as after a restart.
 //!
 //! With more than one shard, a source's status says which shard it is in (`status.shard`) and
 //! which replica syncs it (`status.handledBy`); with one shard both stay unset, as before.
 
+use arbor_api::keys::SourceRef;
 use arbor_api::source::GitSourceStatus;
 use arbor_api::{ClusterGitTrack, GitTrack};
 use arbor_runtime::ShardGuard;
+use futures::StreamExt;
 use kube::Resource;
 use kube::api::DynamicObject;
+use tokio_util::sync::CancellationToken;
 
 use super::Context;
 use super::error::ControllerError;
@@ -85,9 +102,49 @@ fn assign(status: &mut GitSourceStatus, shards: u32, shard: u32, replica: &str) 
     }
 }
 
-/// Whether this replica finalizes `tracking`: it holds the shard of the source that owns it
-/// (of the tracking object itself when no source owns it).
-pub fn holds_owner(ctx: &Context, tracking: &DynamicObject) -> bool {
+/// Admits work on `source` outside its rounds (a drift reported for one of its objects) when
+/// this replica holds its shard. With more than one shard, a source this replica has not seen
+/// (its uid, and so its shard, unknown) is not admitted.
+pub async fn admit_source(ctx: &Context, source: &SourceRef) -> Option<Admitted> {
+    let uid = match ctx.sources.get(source) {
+        Some(cached) => cached.object.metadata.uid.clone().unwrap_or_default(),
+        None if ctx.shards.count() == 1 => String::new(),
+        None => return None,
+    };
+    let guard = ctx.shards.guard(ctx.shards.shard_of(&uid)).await?;
+    Some(Admitted { guard })
+}
+
+/// A source whose shard another replica holds (or none, for a moment): requests about it go
+/// there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldElsewhere {
+    pub shard: u32,
+    /// The replica holding the shard, as its Lease names it (its pod name in the chart);
+    /// `None` while no replica holds it.
+    pub holder: Option<String>,
+}
+
+/// Where `source`'s shard is held when not here; `None` when this replica holds it or does
+/// not know the source.
+pub fn held_elsewhere(ctx: &Context, source: &SourceRef) -> Option<HeldElsewhere> {
+    let cached = ctx.sources.get(source)?;
+    let shard = ctx
+        .shards
+        .shard_of(cached.object.metadata.uid.as_deref().unwrap_or_default());
+    if ctx.shards.holds(shard) {
+        return None;
+    }
+    Some(HeldElsewhere {
+        shard,
+        holder: ctx.shards.holder(shard),
+    })
+}
+
+/// Admits the finalizing of `tracking` when this replica holds the shard of the source that
+/// owns it (of the tracking object itself when no source owns it): its decision and writes run
+/// under the guard, so the shard is not handed over while they are in flight.
+pub async fn admit_owner(ctx: &Context, tracking: &DynamicObject) -> Option<Admitted> {
     let owner = tracking
         .metadata
         .owner_references
@@ -98,7 +155,39 @@ pub fn holds_owner(ctx: &Context, tracking: &DynamicObject) -> bool {
     let uid = owner
         .or(tracking.metadata.uid.as_deref())
         .unwrap_or_default();
-    ctx.shards.holds(ctx.shards.shard_of(uid))
+    let guard = ctx.shards.guard(ctx.shards.shard_of(uid)).await?;
+    Some(Admitted { guard })
+}
+
+/// Forgets the records of the sources of every shard this replica stops holding, at each change
+/// of the shards held, until `token` is cancelled.
+pub async fn forget_lost_shards(ctx: std::sync::Arc<Context>, token: CancellationToken) {
+    if ctx.shards.count() == 1 {
+        return;
+    }
+    let mut changes = ctx.shards.changes();
+    loop {
+        tokio::select! {
+            change = changes.next() => if change.is_none() { return },
+            () = token.cancelled() => return,
+        }
+        forget_unheld(&ctx);
+    }
+}
+
+/// Drops the registry's record of each source whose shard this replica does not hold; a source
+/// no longer cached (deleted) has no shard to hold, and its record goes too.
+fn forget_unheld(ctx: &Context) {
+    for (source, _) in ctx.registry.sources() {
+        let held = ctx.sources.get(&source).is_some_and(|cached| {
+            let uid = cached.object.metadata.uid.as_deref().unwrap_or_default();
+            ctx.shards.holds(ctx.shards.shard_of(uid))
+        });
+        if !held {
+            tracing::debug!(%source, "its shard is not held here: what its rounds recorded is forgotten");
+            ctx.registry.remove(&source);
+        }
+    }
 }
 
 #[cfg(test)]

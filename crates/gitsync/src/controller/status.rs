@@ -104,8 +104,16 @@ pub fn next_status(
     if let Some(window) = &report.prune_window {
         next.prune_window = Some(window.clone());
     }
-    if report.counters.is_some() || !report.errors.is_empty() {
+    if report.counters.is_some() {
         next.errors = report.errors.clone();
+    } else if !report.errors.is_empty() {
+        // The management conflicts of the last round that planned stay: other replicas read
+        // them to know the source still declares those objects ([`super::source_cache`]).
+        let conflicts = previous
+            .errors
+            .iter()
+            .filter(|error| error.code == super::error::MANAGEMENT_CONFLICT);
+        next.errors = report.errors.iter().chain(conflicts).cloned().collect();
     }
     let conditions = &mut next.conditions;
     let failing = report
@@ -438,5 +446,36 @@ mod tests {
                 .reason,
             reasons::MASS_PRUNE_BLOCKED
         );
+    }
+
+    #[test]
+    fn a_round_stopped_before_planning_keeps_the_management_conflicts_of_the_last_plan() {
+        let error = |code: &str, object: Option<&str>| SourceError {
+            code: code.into(),
+            file: None,
+            object: object.map(str::to_owned),
+            message: "m".into(),
+        };
+        let conflict = error(
+            crate::controller::error::MANAGEMENT_CONFLICT,
+            Some("ConfigMap foo/shared"),
+        );
+        let planned = RoundReport {
+            errors: vec![conflict.clone()],
+            ..synced("abc")
+        };
+        let first = next_status(&GitSourceStatus::default(), &planned, Some(1), at(1)).unwrap();
+        let fetch_failed = RoundReport::stopped(
+            Outcome::Failed {
+                reason: reasons::FETCH_FAILED,
+                message: "unreachable".into(),
+            },
+            vec![error("ARB1001", None)],
+        );
+        let failed = next_status(&first, &fetch_failed, Some(1), at(2)).unwrap();
+        assert_eq!(failed.errors, [error("ARB1001", None), conflict]);
+        // The next round that plans says again what it declares.
+        let clean = next_status(&failed, &synced("abc"), Some(1), at(3)).unwrap();
+        assert!(clean.errors.is_empty());
     }
 }

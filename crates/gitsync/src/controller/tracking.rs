@@ -21,9 +21,12 @@ use arbor_api::source::DeletionPolicy;
 use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, DeclaredObject, GitTrack, GitTrackObject};
 use arbor_policy::object::{GroupVersionKind, ObjectKey, gvk};
 use arbor_policy::ownership::{ClusterGitTrackMode, Owner, OwningSourceKind, TrackingObject};
-use arbor_policy::sync::round::{self, Finalize, FinalizeInput, SourceSeen, SourceStanding};
+use arbor_policy::sync::round::{
+    self, Elsewhere, Finalize, FinalizeInput, OtherSource, SourceSeen, SourceStanding,
+};
 use arbor_policy::sync::{Action, CompareFields};
 use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference};
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
@@ -33,6 +36,7 @@ use super::Context;
 use super::error::ControllerError;
 use super::live_objects::LIST_PAGE;
 use super::plan::PlannedObject;
+use super::source_cache::{CachedSource, Freshness};
 use super::source_handle::SourceHandle;
 use super::tracking_store;
 use crate::apply::{ApplyError, Target};
@@ -160,6 +164,23 @@ impl Tracked {
 
     pub fn deleting(&self) -> bool {
         self.meta.deletion_timestamp.is_some()
+    }
+
+    /// The tracking object itself, for Events about it.
+    fn regarding(&self) -> ObjectReference {
+        let kind = if self.namespace.is_some() {
+            "GitTrackObject"
+        } else {
+            "ClusterGitTrackObject"
+        };
+        ObjectReference {
+            api_version: Some(API_VERSION.to_owned()),
+            kind: Some(kind.to_owned()),
+            name: Some(self.name.clone()),
+            namespace: self.namespace.clone(),
+            uid: self.meta.uid.clone(),
+            ..ObjectReference::default()
+        }
     }
 
     fn owned_by(&self, uid: &str) -> bool {
@@ -557,13 +578,13 @@ async fn source_standing(
     Ok(SourceStanding::of(seen, uid))
 }
 
-/// The owner of a tracking object, when this instance reconciles it.
+/// Whether this instance finalizes `object`: it watches the tracking object's owner. A tracking
+/// object that names no source, or no object it tracks, is finalized by every instance that
+/// sees it, which only lets it go (the same patch, whoever sends it).
 pub fn watched_owner(ctx: &Context, object: &impl TrackingKind) -> bool {
-    let Some(tracked) = Tracked::of(object, None) else {
-        return false;
-    };
-    let Some((source, _)) = owner_source(&tracked) else {
-        return false;
+    let owner = Tracked::of(object, None).as_ref().and_then(owner_source);
+    let Some((source, _)) = owner else {
+        return true;
     };
     let owner = match &source {
         SourceRef::GitTrack { namespace, .. } => Owner::gittrack(namespace.clone()),
@@ -572,20 +593,66 @@ pub fn watched_owner(ctx: &Context, object: &impl TrackingKind) -> bool {
     ctx.settings.scope.watches().watches_owner(&owner)
 }
 
-/// The sources other than `owner` whose last round declared `key` and could manage it: a
-/// declaration the ownership matrix refused, or of a kind the source has no Sync for, cannot
-/// take an object over, so it does not keep one either.
+/// Whether sources other than `owner` declare `key`, and which ones ([`OtherSource`]): a round
+/// of theirs on this instance that declared it (a declaration the ownership matrix refused, or
+/// of a kind the source has no Sync for, cannot take an object over, so it does not keep one
+/// either), or their status reporting a management conflict on it, whichever replica ran that
+/// round, from `sources` (`None`: they could not be seen, and whether another declares the
+/// object is unknown unless this instance's rounds say so).
+pub fn others_declaring(
+    ctx: &Context,
+    owner: Option<&SourceRef>,
+    key: &ObjectKey,
+    sources: Option<&[CachedSource]>,
+) -> (Elsewhere, Vec<SourceRef>) {
+    let mut others: BTreeMap<SourceRef, OtherSource> = BTreeMap::new();
+    let unknown = OtherSource {
+        here: None,
+        conflict_reported: false,
+        deleting: false,
+    };
+    for (source, _, record) in ctx.registry.declarations(key) {
+        if Some(&source) != owner {
+            others.entry(source).or_insert(unknown).here = Some(record.state.may_manage());
+        }
+    }
+    for source in sources.into_iter().flatten() {
+        if Some(&source.reference) != owner {
+            let other = others.entry(source.reference.clone()).or_insert(unknown);
+            other.conflict_reported = source.reports_conflict_on(key);
+            other.deleting = source.deleting();
+        }
+    }
+    let elsewhere = Elsewhere::of(sources.is_some(), others.values().copied());
+    let declaring = others
+        .into_iter()
+        .filter(|(_, other)| other.declares())
+        .map(|(source, _)| source)
+        .collect();
+    (elsewhere, declaring)
+}
+
+/// Every source this instance watches, for [`others_declaring`]: `None` when they cannot be
+/// listed (then whether another declares an object is unknown, and nothing is deleted).
+pub async fn other_sources(ctx: &Context, freshness: Freshness) -> Option<Vec<CachedSource>> {
+    match ctx.sources.all(&ctx.client, &ctx.settings, freshness).await {
+        Ok(sources) => Some(sources),
+        Err(error) => {
+            tracing::warn!(%error, "cannot list the sources; whether another source declares an object is unknown, so nothing is deleted for now");
+            None
+        }
+    }
+}
+
+/// The sources other than `owner` that declare `key` ([`others_declaring`]), from the source
+/// caches as they are.
 pub fn declared_elsewhere(
     ctx: &Context,
     owner: Option<&SourceRef>,
     key: &ObjectKey,
 ) -> Vec<SourceRef> {
-    ctx.registry
-        .declarations(key)
-        .into_iter()
-        .filter(|(source, _, record)| Some(source) != owner && record.state.may_manage())
-        .map(|(source, _, _)| source)
-        .collect()
+    let cached = ctx.sources.cached(&ctx.settings);
+    others_declaring(ctx, owner, key, cached.as_deref()).1
 }
 
 /// What the finalizer of one Terminating tracking object does
@@ -609,6 +676,7 @@ impl Finalizing {
         object: &K,
     ) -> Result<Self, ControllerError> {
         let Some(tracked) = Tracked::of(object, None) else {
+            tracing::warn!(tracking = %object.meta().name.as_deref().unwrap_or_default(), "a tracking object being deleted names no object it tracks (spec.kind, spec.name, spec.data): it is let go and nothing else is touched");
             return Ok(Self {
                 tracked: None,
                 decision: Finalize::Orphan,
@@ -619,7 +687,7 @@ impl Finalizing {
         let owner = owner_source(&tracked);
         let standing = match &owner {
             Some((source, uid)) => source_standing(ctx, source, uid).await?,
-            None => SourceStanding::Gone,
+            None => SourceStanding::Unowned,
         };
         let alive = standing == SourceStanding::Alive;
         let owning = owner.map(|(source, _)| source);
@@ -633,24 +701,35 @@ impl Finalizing {
         // The registry is this instance's: empty for a source until a round of it finishes
         // here (after a restart, or a shard taken over from another replica).
         let declarations_known = record.as_ref().is_some_and(|record| record.good.is_some());
-        let others = declared_elsewhere(ctx, owning.as_ref(), &tracked.key);
         let orphan = tracked
             .meta
             .annotations
             .as_ref()
             .and_then(|annotations| annotations.get(&ctx.settings.keys.custom(DELETION_POLICY)))
             .is_some_and(|policy| policy == "Orphan");
-        let decision = round::finalize(FinalizeInput {
-            source: standing,
-            still_declared,
-            declared_elsewhere: !others.is_empty(),
-            orphan,
-            kind_declared: owning.as_ref().filter(|_| alive).and_then(|source| {
-                ctx.registry
-                    .declares_inventory_kind(source, &tracked.key.group_kind)
-            }),
-            declarations_known,
+        let kind_declared = owning.as_ref().filter(|_| alive).and_then(|source| {
+            ctx.registry
+                .declares_inventory_kind(source, &tracked.key.group_kind)
         });
+        let decide = |sources: Option<Vec<CachedSource>>| {
+            let (elsewhere, others) =
+                others_declaring(ctx, owning.as_ref(), &tracked.key, sources.as_deref());
+            let decision = round::finalize(FinalizeInput {
+                source: standing,
+                still_declared,
+                declared_elsewhere: elsewhere,
+                orphan,
+                kind_declared,
+                declarations_known,
+            });
+            (decision, others)
+        };
+        // From the caches first; a decision to delete is confirmed with a fresh list, since a
+        // cache behind a watch outage can miss a conflict reported meanwhile.
+        let (mut decision, mut others) = decide(other_sources(ctx, Freshness::Cached).await);
+        if matches!(decision, Finalize::ApplyTable { .. }) {
+            (decision, others) = decide(other_sources(ctx, Freshness::Listed).await);
+        }
         Ok(Self {
             tracked: Some(tracked),
             decision,
@@ -659,19 +738,19 @@ impl Finalizing {
         })
     }
 
-    /// Whether the finalizer waits for a round of the owning source: its deletion, which plans
-    /// every object together (budget, namespaces last) and removes this finalizer, or the first
-    /// round here of a living source, without which its declarations are unknown. Asks for that
-    /// round, so that it runs.
-    pub fn waits_for_a_round(&self, ctx: &Context) -> bool {
-        let waits = matches!(
+    /// Whether the finalizer waits: for a round of the owning source (its deletion, which plans
+    /// every object together and removes this finalizer, or the first round here of a living
+    /// source, without which its declarations are unknown), which it asks for, or until the
+    /// other sources can be seen.
+    pub fn waits(&self, ctx: &Context) -> bool {
+        let for_a_round = matches!(
             self.decision,
             Finalize::WaitForSourceDeletion | Finalize::WaitForRound
         );
-        if let (true, Some(source)) = (waits, &self.owning) {
+        if let (true, Some(source)) = (for_a_round, &self.owning) {
             ctx.registry.request_round(source);
         }
-        waits
+        for_a_round || self.decision == Finalize::WaitForOtherSources
     }
 
     /// Carries the decision out on the tracked object; the tracking object is let go after it.
@@ -681,8 +760,21 @@ impl Finalizing {
             return Ok(Vec::new());
         };
         Ok(match self.decision {
-            Finalize::WaitForSourceDeletion | Finalize::WaitForRound | Finalize::Orphan => {
-                Vec::new()
+            Finalize::WaitForSourceDeletion
+            | Finalize::WaitForRound
+            | Finalize::WaitForOtherSources
+            | Finalize::Orphan => Vec::new(),
+            Finalize::ReleaseUnowned => {
+                let message = format!(
+                    "{} names no source as its controller (its source was deleted with \
+                     propagationPolicy=Orphan, or the ownerReference was removed): it is let go and \
+                     {} is left on the cluster, since nothing says it is Arbor's to delete",
+                    tracked.name,
+                    super::notice::describe(&tracked.key)
+                );
+                let notice = super::notice::Notice::warning("ReleasedUnowned", "Finalize", message);
+                super::notice::publish(ctx, &tracked.regarding(), &tracked.name, &notice).await;
+                self.others.clone()
             }
             Finalize::Recreate => self.owning.iter().cloned().collect(),
             Finalize::ReleaseToAnotherSource => {

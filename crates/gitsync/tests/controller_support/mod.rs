@@ -63,6 +63,15 @@ impl Cluster {
         start_instance(self.client.clone(), false, flags).await
     }
 
+    pub fn gittrack_objects(&self, namespace: &str) -> Api<DynamicObject> {
+        self.api(
+            "arbor.dev/v1alpha1",
+            "GitTrackObject",
+            "gittrackobjects",
+            Some(namespace),
+        )
+    }
+
     pub fn configmaps(&self, namespace: &str) -> Api<DynamicObject> {
         self.api("v1", "ConfigMap", "configmaps", Some(namespace))
     }

@@ -30,6 +30,22 @@ pub struct KindWatch {
     pub label: ManagementLabel,
     /// Opened once the watch has its initial list (or the kind is not served).
     pub listed: ReadyGate,
+    /// Every replica watches every labelled object; with `--shards`, only the holder of an
+    /// object's shard ([`reported_here`]) reports its drift, so gitsync hears of it once.
+    pub shards: arbor_runtime::Shards,
+}
+
+/// Whether this replica reports `drift`: it holds the shard of the drifted object's identity
+/// (group, kind, namespace and name, the same in every replica: a drift event names no uid).
+pub fn reported_here(shards: &arbor_runtime::Shards, drift: &DriftEvent) -> bool {
+    let Some(object) = &drift.object else {
+        return true;
+    };
+    let identity = format!(
+        "{}/{}/{}/{}",
+        object.group, object.kind, object.namespace, object.name
+    );
+    shards.holds(shards.shard_of(&identity))
 }
 
 /// Watches the objects of the kind that carry the label and sends a drift event for every
@@ -45,6 +61,7 @@ pub async fn watch_kind(
         kind,
         label,
         listed,
+        shards,
     } = watch;
     let api_version = kind.api_version();
     let served = match resolver.served(&api_version, &kind.kind).await {
@@ -77,6 +94,9 @@ pub async fn watch_kind(
             },
         };
         for drift in tracker.on_event(event) {
+            if !reported_here(&shards, &drift) {
+                continue;
+            }
             metrics.drift("managed");
             if events.send(drift).await.is_err() {
                 return;

@@ -49,7 +49,8 @@ impl Cluster {
         Ok(Self(cluster))
     }
 
-    /// Starts the observer with `extra` flags; admin and gRPC on free loopback ports.
+    /// Starts the observer with `extra` flags; admin and gRPC on free loopback ports, no leader
+    /// election unless `extra` asks for it.
     pub async fn observer(&self, extra: &[&str]) -> anyhow::Result<Running> {
         let mut argv = vec![
             "arbor-observer",
@@ -57,11 +58,15 @@ impl Cluster {
             "127.0.0.1:0",
             "--grpc-addr",
             "127.0.0.1:0",
-            "--leader-election",
-            "false",
             "--shutdown-grace",
             "5s",
         ];
+        if !extra
+            .iter()
+            .any(|flag| flag.starts_with("--leader-election"))
+        {
+            argv.extend(["--leader-election", "false"]);
+        }
         argv.extend_from_slice(extra);
         let args = ObserverArgs::try_parse_from(argv)?;
         let config = Config::from(&args);

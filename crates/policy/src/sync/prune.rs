@@ -54,6 +54,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::layout::Layout;
 use crate::object::{GroupKind, ObjectKey};
+use crate::sync::round::Elsewhere;
 
 /// Whether a source has a Sync declared for `kind` (seeds/000's first column).
 ///
@@ -265,8 +266,11 @@ pub fn claim(holder: Option<(&str, &str)>, declaring_uid: &str) -> Claim {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InventoryEntry {
     pub key: ObjectKey,
-    /// Another source that declares the object too, if any.
-    pub declared_elsewhere: Option<String>,
+    /// Whether another source declares the object too (decided as for a finalizer,
+    /// [`Elsewhere::of`]).
+    pub elsewhere: Elsewhere,
+    /// One source that declares it, to name when the object is left to it.
+    pub declared_by: Option<String>,
 }
 
 impl InventoryEntry {
@@ -316,6 +320,10 @@ pub enum Disposal {
 pub enum DeletionStep {
     /// Nothing may be deleted yet; the source keeps its finalizer.
     Blocked(String),
+    /// Whether other sources declare these objects is not known (the other sources could not
+    /// be seen): nothing is decided, the source keeps its finalizer and looks again. Deleting
+    /// now could take an object another source holds.
+    WaitForOtherSources(Vec<ObjectKey>),
     /// These entries now; `waiting` Namespaces wait until the other objects are gone.
     Proceed {
         now: Vec<(ObjectKey, Disposal)>,
@@ -352,8 +360,17 @@ pub fn plan_deletion(input: &DeletionInput<'_>) -> DeletionStep {
             waiting: 0,
         };
     }
+    let unknown: Vec<ObjectKey> = input
+        .entries
+        .iter()
+        .filter(|entry| entry.elsewhere == Elsewhere::Unknown)
+        .map(|entry| entry.key.clone())
+        .collect();
+    if !unknown.is_empty() {
+        return DeletionStep::WaitForOtherSources(unknown);
+    }
     if !input.allowed {
-        let deleted = |entry: &&InventoryEntry| entry.declared_elsewhere.is_none();
+        let deleted = |entry: &&InventoryEntry| entry.elsewhere != Elsewhere::Declared;
         let count = PruneCount {
             tracked: input.entries.len(),
             removals: input.entries.iter().filter(deleted).count(),
@@ -381,9 +398,14 @@ pub fn plan_deletion(input: &DeletionInput<'_>) -> DeletionStep {
             ));
         }
     }
-    let disposal = |entry: &InventoryEntry| match &entry.declared_elsewhere {
-        Some(other) => Disposal::Release(Release::DeclaredBy(other.clone())),
-        None => Disposal::Delete,
+    let disposal = |entry: &InventoryEntry| match entry.elsewhere {
+        Elsewhere::Declared => Disposal::Release(Release::DeclaredBy(
+            entry
+                .declared_by
+                .clone()
+                .unwrap_or_else(|| "another source".to_owned()),
+        )),
+        Elsewhere::Nobody | Elsewhere::Unknown => Disposal::Delete,
     };
     let (namespaces, objects): (Vec<&InventoryEntry>, Vec<&InventoryEntry>) =
         input.entries.iter().partition(|entry| entry.is_namespace());
@@ -452,7 +474,8 @@ mod tests {
     fn entry(kind: &str, namespace: Option<&str>, name: &str) -> InventoryEntry {
         InventoryEntry {
             key: key(kind, namespace, name),
-            declared_elsewhere: None,
+            elsewhere: Elsewhere::Nobody,
+            declared_by: None,
         }
     }
 
@@ -775,9 +798,52 @@ mod tests {
     }
 
     #[test]
+    fn a_deletion_waits_while_other_sources_are_unknown() {
+        // (policy Delete, whether others declare the object) -> the step
+        let object = key("ConfigMap", Some("a"), "x");
+        let released = |name: &str| Disposal::Release(Release::DeclaredBy(name.to_owned()));
+        let proceed = |disposal| DeletionStep::Proceed {
+            now: vec![(object.clone(), disposal)],
+            waiting: 0,
+        };
+        let table = [
+            (
+                true,
+                Elsewhere::Unknown,
+                DeletionStep::WaitForOtherSources(vec![object.clone()]),
+            ),
+            (true, Elsewhere::Nobody, proceed(Disposal::Delete)),
+            (true, Elsewhere::Declared, proceed(released("GitTrack/a/b"))),
+            (
+                false,
+                Elsewhere::Unknown,
+                proceed(Disposal::Release(Release::Orphan)),
+            ),
+        ];
+        let foreign = no_foreign();
+        for (delete, elsewhere, expected) in table {
+            let entries = [InventoryEntry {
+                key: object.clone(),
+                elsewhere,
+                declared_by: (elsewhere == Elsewhere::Declared).then(|| "GitTrack/a/b".into()),
+            }];
+            let step = plan_deletion(&DeletionInput {
+                delete,
+                allowed: true,
+                max_fraction: 1.0,
+                high_water: 1,
+                entries: &entries,
+                foreign: &foreign,
+            });
+            assert_eq!(step, expected, "delete {delete}, {elsewhere:?}");
+        }
+    }
+
+    #[test]
     fn objects_another_source_declares_are_released() {
         let mut shared = entry("ConfigMap", Some("a"), "via-ssh");
-        shared.declared_elsewhere = Some("GitTrack/a/second".into());
+        shared.elsewhere = Elsewhere::Declared;
+        shared.declared_by = Some("GitTrack/a/second".into());
         let entries = [shared.clone()];
         let foreign = no_foreign();
         // Released objects are not deletions: the budget does not hold them.

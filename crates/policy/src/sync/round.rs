@@ -41,7 +41,7 @@
 //! | `prune: false` deletes nothing | `prune_disabled_deletes_nothing` | `controller_pruning.rs`: `prune_false_leaves_an_object_removed_from_git_on_the_cluster` |
 //! | the mass-prune guard stops a round | `the_mass_prune_guard_blocks_the_round` | `controller_pruning.rs`: `mass_prune_guard_counts_every_round_of_the_window_across_a_restart`; `controller_safety.rs`: `a_round_that_deletes_every_namespace_is_blocked`; e2e `arborctl_diff_*` (the preview names the guard) |
 //! | rows 1–4 for declared objects | `rows_1_to_4_decide_each_declared_object` | `controller_table.rs`; e2e `arborctl_diff_previews_create_update_delete_unmanaged_and_the_prune_guard` |
-//! | finalizer: the source's deletion decides, a living source's round comes first where its declarations are unknown (after a restart or a shard hand-over), a hand-deleted declared object is recreated, another declaring source takes it, `Orphan` releases, otherwise the table (row 5 or 8) | `finalizer_*`, `a_sources_standing_follows_its_uid_deletion_and_finalizer` | `controller_pruning.rs`: `deleting_a_source_orphans_by_default`, `pruning_or_deleting_one_source_keeps_an_object_another_declares`; `controller_table.rs`: `row_8_object_whose_sync_is_removed_is_left_on_the_cluster`; `controller_safety.rs`: `deletion_policy_orphan_leaves_every_object_when_the_source_is_deleted`, `a_tracking_object_deleted_while_gitsync_was_down_never_takes_a_declared_object_with_it` |
+//! | finalizer: the source's deletion decides, a living source's round comes first where its declarations are unknown (after a restart or a shard hand-over), a hand-deleted declared object is recreated, another declaring source takes it (known from this replica's rounds or from that source's status, whichever replica ran it), nothing is deleted while the other sources cannot be seen, a tracking object no source owns is let go and its object left, `Orphan` releases, otherwise the table (row 5 or 8) | `finalizer_*`, `another_source_declares_by_either_record_and_never_while_being_deleted`, `whether_another_source_declares_is_unknown_until_the_sources_are_seen`, `a_sources_standing_follows_its_uid_deletion_and_finalizer` | `controller_shards.rs`: `an_object_a_source_of_another_replica_declares_is_released_not_deleted`; `controller_safety.rs`: `a_tracking_object_left_without_an_owner_is_let_go_and_its_object_kept`; `controller_pruning.rs`: `deleting_a_source_orphans_by_default`, `pruning_or_deleting_one_source_keeps_an_object_another_declares`; `controller_table.rs`: `row_8_object_whose_sync_is_removed_is_left_on_the_cluster`; `controller_safety.rs`: `deletion_policy_orphan_leaves_every_object_when_the_source_is_deleted`, `a_tracking_object_deleted_while_gitsync_was_down_never_takes_a_declared_object_with_it` |
 //!
 //! A round decides its declared objects one by one as it writes them (their live objects are
 //! read again after CustomResourceDefinitions and Namespaces are applied), with the same table
@@ -400,6 +400,10 @@ pub enum SourceStanding {
     Deleting,
     /// Gone, replaced (another uid), or deleted without gitsync's finalizer.
     Gone,
+    /// The tracking object names no source as its controller (an orphaning cascade delete of
+    /// its source removed the ownerReference, or someone edited it): nothing says the object
+    /// it tracks is Arbor's to delete.
+    Unowned,
 }
 
 impl SourceStanding {
@@ -428,14 +432,62 @@ pub struct SourceSeen<'a> {
     pub finalized: bool,
 }
 
+/// What is known about one source other than a tracking object's owner, for whether it
+/// declares the tracked object. Each replica runs the rounds of its shards only, so its own
+/// memory of rounds covers some sources; the status every round writes to the cluster covers
+/// all of them, whichever replica ran the round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OtherSource {
+    /// Whether its last round on this replica declared the object in a way that could manage
+    /// it; `None` when no round of it ran here (another replica's shard, or not yet).
+    pub here: Option<bool>,
+    /// Its status reports a management conflict on the object: its last round that planned
+    /// declared the object while the owner held it (written by whichever replica ran it).
+    pub conflict_reported: bool,
+    /// It is being deleted: it declares nothing any more.
+    pub deleting: bool,
+}
+
+impl OtherSource {
+    /// Whether the source counts as declaring the object. Either record saying so is enough:
+    /// a stale "declares" only releases an object instead of deleting it.
+    pub fn declares(self) -> bool {
+        !self.deleting && (self.here == Some(true) || self.conflict_reported)
+    }
+}
+
+/// Whether another source declares a tracking object's object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Elsewhere {
+    Declared,
+    Nobody,
+    /// The other sources could not be seen (this replica has not listed them yet).
+    Unknown,
+}
+
+impl Elsewhere {
+    /// From every other source's [`OtherSource`]; `seen` says whether the sources were listed
+    /// at all.
+    pub fn of(seen: bool, others: impl IntoIterator<Item = OtherSource>) -> Self {
+        let mut others = others.into_iter();
+        if others.any(OtherSource::declares) {
+            Self::Declared
+        } else if seen {
+            Self::Nobody
+        } else {
+            Self::Unknown
+        }
+    }
+}
+
 /// What a tracking object's finalizer knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FinalizeInput {
     pub source: SourceStanding,
     /// The owning source still declares the object (it was deleted by hand).
     pub still_declared: bool,
-    /// Another source declares the object.
-    pub declared_elsewhere: bool,
+    /// Whether another source declares the object.
+    pub declared_elsewhere: Elsewhere,
     /// The tracking object carries `deletionPolicy: Orphan`.
     pub orphan: bool,
     /// Whether the owning source declares the object's kind (its Sync); `None` when unknown.
@@ -458,6 +510,12 @@ pub enum Finalize {
     Recreate,
     /// Let the tracking object go; the declaring source takes the object at its next round.
     ReleaseToAnotherSource,
+    /// Keep the finalizer and look again: whether another source declares the object is not
+    /// known yet, and deleting it could take an object another source holds.
+    WaitForOtherSources,
+    /// Let the tracking object go and leave its object as it is, saying so: no source owns the
+    /// tracking object, so nothing says the object is Arbor's to delete.
+    ReleaseUnowned,
     /// Apply the table with nothing declared (row 5 deletes a labelled object; row 8 leaves it
     /// when the Sync is gone), then let the tracking object go.
     ApplyTable { sync_declared: bool },
@@ -468,8 +526,10 @@ pub enum Finalize {
 /// The finalizer's decision for one tracking object.
 pub fn finalize(input: FinalizeInput) -> Finalize {
     let alive = input.source == SourceStanding::Alive;
-    if input.source == SourceStanding::Deleting {
-        return Finalize::WaitForSourceDeletion;
+    match input.source {
+        SourceStanding::Deleting => return Finalize::WaitForSourceDeletion,
+        SourceStanding::Unowned => return Finalize::ReleaseUnowned,
+        SourceStanding::Alive | SourceStanding::Gone => {}
     }
     if alive && !input.declarations_known {
         return Finalize::WaitForRound;
@@ -477,8 +537,10 @@ pub fn finalize(input: FinalizeInput) -> Finalize {
     if alive && input.still_declared {
         return Finalize::Recreate;
     }
-    if input.declared_elsewhere {
-        return Finalize::ReleaseToAnotherSource;
+    match input.declared_elsewhere {
+        Elsewhere::Declared => return Finalize::ReleaseToAnotherSource,
+        Elsewhere::Unknown if alive || !input.orphan => return Finalize::WaitForOtherSources,
+        Elsewhere::Unknown | Elsewhere::Nobody => {}
     }
     if alive || !input.orphan {
         // A deleted source with the Delete policy no longer declares anything it had; a flat
@@ -869,7 +931,7 @@ mod tests {
         FinalizeInput {
             source,
             still_declared: false,
-            declared_elsewhere: false,
+            declared_elsewhere: Elsewhere::Nobody,
             orphan: false,
             kind_declared: Some(true),
             declarations_known: true,
@@ -922,10 +984,100 @@ mod tests {
     #[test]
     fn finalizer_releases_an_object_another_source_declares() {
         let input = FinalizeInput {
-            declared_elsewhere: true,
+            declared_elsewhere: Elsewhere::Declared,
             ..finalizing(SourceStanding::Gone)
         };
         assert_eq!(finalize(input), Finalize::ReleaseToAnotherSource);
+    }
+
+    #[test]
+    fn another_source_declares_by_either_record_and_never_while_being_deleted() {
+        let source = |here, conflict_reported, deleting| OtherSource {
+            here,
+            conflict_reported,
+            deleting,
+        };
+        // (its round here, its status's conflict, being deleted) -> declares
+        let table = [
+            (None, false, false, false),
+            (None, true, false, true),
+            (Some(true), false, false, true),
+            (Some(false), false, false, false),
+            // A conflict its status still reports outweighs a round here that no longer
+            // declares it: a stale record only releases the object.
+            (Some(false), true, false, true),
+            (Some(true), true, true, false),
+            (None, true, true, false),
+        ];
+        for (here, conflict, deleting, declares) in table {
+            assert_eq!(
+                source(here, conflict, deleting).declares(),
+                declares,
+                "{here:?} {conflict} {deleting}"
+            );
+        }
+    }
+
+    #[test]
+    fn whether_another_source_declares_is_unknown_until_the_sources_are_seen() {
+        let declaring = OtherSource {
+            here: None,
+            conflict_reported: true,
+            deleting: false,
+        };
+        let silent = OtherSource {
+            conflict_reported: false,
+            ..declaring
+        };
+        assert_eq!(
+            Elsewhere::of(true, [silent, declaring]),
+            Elsewhere::Declared
+        );
+        assert_eq!(Elsewhere::of(true, [silent]), Elsewhere::Nobody);
+        assert_eq!(Elsewhere::of(true, []), Elsewhere::Nobody);
+        assert_eq!(Elsewhere::of(false, [silent]), Elsewhere::Unknown);
+        // A declaration known here is known whether or not the others were seen.
+        assert_eq!(Elsewhere::of(false, [declaring]), Elsewhere::Declared);
+    }
+
+    #[test]
+    fn finalizer_deletes_nothing_while_other_sources_are_unknown() {
+        for source in [SourceStanding::Alive, SourceStanding::Gone] {
+            let input = FinalizeInput {
+                declared_elsewhere: Elsewhere::Unknown,
+                ..finalizing(source)
+            };
+            assert_eq!(finalize(input), Finalize::WaitForOtherSources, "{source:?}");
+        }
+        // Orphaning touches nothing, so it need not wait.
+        let orphan = FinalizeInput {
+            declared_elsewhere: Elsewhere::Unknown,
+            orphan: true,
+            ..finalizing(SourceStanding::Gone)
+        };
+        assert_eq!(finalize(orphan), Finalize::Orphan);
+        // A hand-deleted object its living source declares is recreated either way.
+        let recreate = FinalizeInput {
+            declared_elsewhere: Elsewhere::Unknown,
+            still_declared: true,
+            ..finalizing(SourceStanding::Alive)
+        };
+        assert_eq!(finalize(recreate), Finalize::Recreate);
+    }
+
+    #[test]
+    fn finalizer_of_an_unowned_tracking_object_lets_go_and_deletes_nothing() {
+        for elsewhere in [Elsewhere::Nobody, Elsewhere::Declared, Elsewhere::Unknown] {
+            for orphan in [false, true] {
+                let input = FinalizeInput {
+                    declared_elsewhere: elsewhere,
+                    orphan,
+                    declarations_known: false,
+                    ..finalizing(SourceStanding::Unowned)
+                };
+                assert_eq!(finalize(input), Finalize::ReleaseUnowned, "{elsewhere:?}");
+            }
+        }
     }
 
     #[test]

@@ -1,0 +1,608 @@
+//! gitsync replicas sharing sources through shard Leases (`--shards`): what one replica decides
+//! for a source must not depend on which replica ran the rounds of the others, and a replica
+//! makes no write for a shard it no longer holds.
+
+mod controller_support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use arbor_api::GitTrack;
+use arbor_api::keys::SourceRef;
+use arbor_kube_emu::faults::{Fault, FaultEffect};
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
+
+use controller_support::*;
+
+const SHARDS: u32 = 2;
+
+/// A replica's flags: its identity, two shards and a short Lease (renewal deadline 2 s); with
+/// `cluster_gittracks`, the default `--clustergittrack-mode` (ClusterGitTracks watched too).
+fn replica(identity: &str, cluster_gittracks: bool) -> Vec<String> {
+    let mode = (!cluster_gittracks).then_some("--clustergittrack-mode=Disabled");
+    ["--gittrack-mode=Enabled"]
+        .into_iter()
+        .chain(mode)
+        .chain([
+            "--shards=2",
+            "--lease-duration=3s",
+            "--lease-renew-interval=1s",
+        ])
+        .map(str::to_owned)
+        .chain([format!("--lease-identity={identity}")])
+        .collect()
+}
+
+async fn start_replica(cluster: &Cluster, identity: &str) -> anyhow::Result<Instance> {
+    start_replica_with(cluster, identity, false).await
+}
+
+async fn start_replica_with(
+    cluster: &Cluster,
+    identity: &str,
+    cluster_gittracks: bool,
+) -> anyhow::Result<Instance> {
+    let flags = replica(identity, cluster_gittracks);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    start_instance(cluster.client.clone(), true, &flags).await
+}
+
+/// Replicas `gitsync-a` and `gitsync-b`, once each holds one of the two shards.
+async fn two_replicas(cluster: &Cluster) -> anyhow::Result<(Instance, Instance)> {
+    two_replicas_with(cluster, false).await
+}
+
+async fn two_replicas_with(
+    cluster: &Cluster,
+    cluster_gittracks: bool,
+) -> anyhow::Result<(Instance, Instance)> {
+    let a = start_replica_with(cluster, "gitsync-a", cluster_gittracks).await?;
+    let b = start_replica_with(cluster, "gitsync-b", cluster_gittracks).await?;
+    eventually("each replica to hold one shard", || async {
+        Ok((held(&a).len() == 1 && held(&b).len() == 1 && held(&a) != held(&b)).then_some(()))
+    })
+    .await?;
+    Ok((a, b))
+}
+
+fn held(instance: &Instance) -> BTreeSet<u32> {
+    instance.running().context().shards.held()
+}
+
+async fn uid(cluster: &Cluster, source: &SourceRef) -> anyhow::Result<String> {
+    let SourceRef::GitTrack { namespace, name } = source else {
+        anyhow::bail!("a GitTrack was expected");
+    };
+    let api: Api<GitTrack> = Api::namespaced(cluster.client.clone(), namespace);
+    Ok(api.get(name).await?.metadata.uid.unwrap_or_default())
+}
+
+async fn shard(cluster: &Cluster, source: &SourceRef) -> anyhow::Result<u32> {
+    Ok(arbor_policy::shards::shard_of(
+        &uid(cluster, source).await?,
+        SHARDS,
+    ))
+}
+
+/// The replica of `replicas` that holds `source`'s shard.
+async fn holder<'a>(
+    cluster: &Cluster,
+    replicas: &'a [&'a Instance],
+    source: &SourceRef,
+) -> anyhow::Result<&'a Instance> {
+    let shard = shard(cluster, source).await?;
+    eventually(&format!("a replica to hold shard {shard}"), || async {
+        Ok(replicas
+            .iter()
+            .copied()
+            .find(|replica| held(replica).contains(&shard)))
+    })
+    .await
+}
+
+/// An emulated cluster with namespace foo, and the first source's repository (shared.yaml,
+/// one.yaml) with its commit.
+async fn with_first_repo() -> anyhow::Result<(Cluster, Repo, String)> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("shared.yaml", &configmap(None, "shared", "1"))?;
+    repo.write("one.yaml", &configmap(None, "one", "1"))?;
+    let commit = repo.commit("first")?;
+    Ok((cluster, repo, commit))
+}
+
+/// Two GitTracks in foo whose shards two replicas hold, both declaring ConfigMap foo/shared:
+/// the first (from `first_repo` at `first_commit`) owns it, the second (shared.yaml and
+/// two.yaml) reports the conflict.
+struct Shared<'a> {
+    first: SourceRef,
+    second: SourceRef,
+    first_replica: &'a Instance,
+    second_replica: &'a Instance,
+    shared_uid: Option<String>,
+    /// The second source's repository, kept while the test runs.
+    _second_repo: Repo,
+}
+
+impl<'a> Shared<'a> {
+    async fn declare(
+        cluster: &Cluster,
+        replicas: &'a [&'a Instance],
+        first_repo: &Repo,
+        first_commit: &str,
+    ) -> anyhow::Result<Self> {
+        let second_repo = Repo::new()?;
+        second_repo.write("shared.yaml", &configmap(None, "shared", "1"))?;
+        second_repo.write("two.yaml", &configmap(None, "two", "1"))?;
+        let second_commit = second_repo.commit("second")?;
+        let first = cluster.create_gittrack("foo", "first", first_repo).await?;
+        let first_replica = holder(cluster, replicas, &first).await?;
+        cluster.synced(first_replica, &first, first_commit).await?;
+        let configmaps = cluster.configmaps("foo");
+        let shared_uid = configmaps.get("shared").await?.metadata.uid;
+
+        let second = in_the_other_shard(cluster, &first, &second_repo).await?;
+        let second_replica = holder(cluster, replicas, &second).await?;
+        assert!(!std::ptr::eq(first_replica, second_replica));
+        reports_the_conflict(cluster, second_replica, &second, &second_commit).await?;
+        Ok(Self {
+            first,
+            second,
+            first_replica,
+            second_replica,
+            shared_uid,
+            _second_repo: second_repo,
+        })
+    }
+}
+
+/// Syncs `second` at `commit` and checks that its status reports the conflict on foo/shared.
+async fn reports_the_conflict(
+    cluster: &Cluster,
+    replica: &Instance,
+    second: &SourceRef,
+    commit: &str,
+) -> anyhow::Result<()> {
+    let status = cluster.synced(replica, second, commit).await?;
+    assert!(
+        status
+            .errors
+            .iter()
+            .any(|error| error.object.as_deref() == Some("ConfigMap/foo/shared")),
+        "the second source reports the conflict: {:?}",
+        status.errors
+    );
+    Ok(())
+}
+
+/// The name of the source owning the tracking object of foo/shared, if it has one.
+async fn shared_owner(tracking: &Api<DynamicObject>) -> anyhow::Result<Option<String>> {
+    Ok(tracking
+        .get_opt("configmap.shared")
+        .await?
+        .and_then(|object| object.metadata.owner_references)
+        .and_then(|owners| owners.into_iter().next())
+        .map(|owner| owner.name))
+}
+
+/// A second GitTrack in foo from `repo`, in the shard `first` is not in (a name whose uid lands
+/// there; the others are deleted).
+async fn in_the_other_shard(
+    cluster: &Cluster,
+    first: &SourceRef,
+    repo: &Repo,
+) -> anyhow::Result<SourceRef> {
+    let first_shard = shard(cluster, first).await?;
+    let gittracks: Api<GitTrack> = Api::namespaced(cluster.client.clone(), "foo");
+    for attempt in 0..32 {
+        let name = format!("second-{attempt}");
+        let candidate = cluster.create_gittrack("foo", &name, repo).await?;
+        if shard(cluster, &candidate).await? != first_shard {
+            return Ok(candidate);
+        }
+        gittracks.delete(&name, &DeleteParams::default()).await?;
+    }
+    anyhow::bail!("none of 32 uids landed in the other shard")
+}
+
+/// Two sources declare one ConfigMap; their shards are held by two replicas, so neither
+/// replica runs both sources' rounds. When the owner stops declaring it, its replica's
+/// finalizer must see from the cluster (the other source's status reports the conflict) that
+/// the other source declares it, and release it rather than delete it: the other source takes
+/// it over and its uid never changes. Before, that replica knew only the rounds it ran itself,
+/// found nobody else declaring the ConfigMap and deleted it (row 5).
+#[tokio::test]
+async fn an_object_a_source_of_another_replica_declares_is_released_not_deleted()
+-> anyhow::Result<()> {
+    let (cluster, first_repo, first_commit) = with_first_repo().await?;
+
+    let (a, b) = two_replicas(&cluster).await?;
+    let replicas = [&a, &b];
+    let shared = Shared::declare(&cluster, &replicas, &first_repo, &first_commit).await?;
+    let Shared {
+        first,
+        second,
+        first_replica,
+        second_replica,
+        shared_uid,
+        _second_repo,
+    } = shared;
+    let configmaps = cluster.configmaps("foo");
+
+    first_repo.remove("shared.yaml")?;
+    let dropped = first_repo.commit("shared goes")?;
+    cluster.synced(first_replica, &first, &dropped).await?;
+    let tracking = cluster.gittrack_objects("foo");
+    let second_name = match &second {
+        SourceRef::GitTrack { name, .. } => name.clone(),
+        SourceRef::ClusterGitTrack { name } => name.clone(),
+    };
+    eventually("the second source to take the ConfigMap over", || async {
+        let current = configmaps.get_opt("shared").await?;
+        assert_eq!(
+            current.and_then(|object| object.metadata.uid),
+            shared_uid,
+            "the ConfigMap the second source declares was never deleted"
+        );
+        second_replica.request_round(&second);
+        let owner = shared_owner(&tracking).await?;
+        Ok((owner.as_deref() == Some(second_name.as_str())).then_some(()))
+    })
+    .await?;
+    b.stop().await;
+    a.stop().await;
+    Ok(())
+}
+
+/// Deleting a source with `deletionPolicy: Delete` leaves an object that a source of another
+/// replica's shard declares: with the default modes (ClusterGitTracks watched, none exists),
+/// the deleting replica must still see the other source's status reporting the conflict, and
+/// release the object, which the other source then takes over. Before, an empty ClusterGitTrack
+/// cache made the other sources unknown, the deletion consulted only this replica's rounds and
+/// deleted the ConfigMap.
+#[tokio::test]
+async fn deleting_a_source_leaves_an_object_a_source_of_another_replica_declares()
+-> anyhow::Result<()> {
+    let (cluster, first_repo, first_commit) = with_first_repo().await?;
+    let (a, b) = two_replicas_with(&cluster, true).await?;
+    let replicas = [&a, &b];
+    let shared = Shared::declare(&cluster, &replicas, &first_repo, &first_commit).await?;
+    let configmaps = cluster.configmaps("foo");
+    let gittracks: Api<GitTrack> = Api::namespaced(cluster.client.clone(), "foo");
+    let SourceRef::GitTrack { name: first, .. } = &shared.first else {
+        anyhow::bail!("a GitTrack was expected");
+    };
+    let delete_policy = serde_json::json!({
+        "metadata": {"annotations": {"arbor.dev/allow-mass-prune": "true"}},
+        "spec": {"deletionPolicy": "Delete"},
+    });
+    gittracks
+        .patch(
+            first,
+            &PatchParams::default(),
+            &Patch::Merge(&delete_policy),
+        )
+        .await?;
+    gittracks.delete(first, &DeleteParams::default()).await?;
+    eventually("the first source to be deleted", || async {
+        Ok(gittracks.get_opt(first).await?.is_none().then_some(()))
+    })
+    .await?;
+    assert!(
+        !cluster.exists(&configmaps, "one").await?,
+        "the first source's own object was deleted"
+    );
+    assert_eq!(
+        configmaps
+            .get_opt("shared")
+            .await?
+            .and_then(|o| o.metadata.uid),
+        shared.shared_uid,
+        "the ConfigMap the second source declares was left in place"
+    );
+    let tracking = cluster.gittrack_objects("foo");
+    eventually("the second source to take the ConfigMap over", || async {
+        shared.second_replica.request_round(&shared.second);
+        let owner = tracking
+            .get_opt("configmap.shared")
+            .await?
+            .and_then(|object| object.metadata.owner_references)
+            .and_then(|owners| owners.into_iter().next())
+            .map(|owner| owner.uid);
+        Ok((owner == Some(uid(&cluster, &shared.second).await?)).then_some(()))
+    })
+    .await?;
+    b.stop().await;
+    a.stop().await;
+    Ok(())
+}
+
+/// A replica whose shard is lost while a tracking object's finalizer is between its decision and
+/// its write makes no write: the finalizer runs under the shard's guard. The replica's reads of
+/// the ConfigMap are slowed and its Lease renewals refused, so the shard's renewal deadline
+/// passes while the finalizer waits for the read; the ConfigMap must still be there after the
+/// read has returned. Before, the shard was checked once, before the decision, and the deletion
+/// went out after the shard was lost.
+#[tokio::test]
+async fn a_finalizer_makes_no_write_once_its_shard_is_lost() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("doomed.yaml", &configmap(None, "doomed", "1"))?;
+    repo.write("kept.yaml", &configmap(None, "kept", "1"))?;
+    let commit = repo.commit("two")?;
+    let instance = start_replica(&cluster, "gitsync-a").await?;
+    eventually("the replica to hold both shards", || async {
+        Ok((held(&instance).len() == 2).then_some(()))
+    })
+    .await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &commit).await?;
+
+    repo.remove("doomed.yaml")?;
+    repo.commit("doomed goes")?;
+    let slow_reads = FaultEffect::Latency(Duration::from_secs(5));
+    cluster.emu.faults().inject(
+        Fault::new(slow_reads)
+            .verbs(&["get"])
+            .resources(&["configmaps"])
+            .namespaces(&["foo"]),
+    );
+    instance.request_round(&source);
+    let tracking = cluster.gittrack_objects("foo");
+    eventually("the round to delete the tracking object", || async {
+        let current = tracking.get_opt("configmap.doomed").await?;
+        Ok(current
+            .is_some_and(|object| object.metadata.deletion_timestamp.is_some())
+            .then_some(()))
+    })
+    .await?;
+    // The finalizer now reads the ConfigMap (slowly); its shard goes while it waits.
+    cluster.emu.faults().inject(
+        Fault::status(500)
+            .verbs(&["create", "update", "patch"])
+            .resources(&["coordination.k8s.io/leases"]),
+    );
+    eventually("the shard to be lost", || async {
+        Ok(held(&instance).is_empty().then_some(()))
+    })
+    .await?;
+    // Past the slowed read of the finalizer.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(
+        cluster.exists(&cluster.configmaps("foo"), "doomed").await?,
+        "no deletion was sent for a shard the replica no longer held"
+    );
+    cluster.emu.faults().clear();
+    // Held again, it finalizes as it should.
+    eventually(
+        "the ConfigMap to be deleted once the shard is back",
+        || async {
+            Ok((!cluster.exists(&cluster.configmaps("foo"), "doomed").await?).then_some(()))
+        },
+    )
+    .await?;
+    instance.stop().await;
+    Ok(())
+}
+
+/// A TriggerSync that reaches a replica not holding the source's shard is answered with an
+/// error that names the replica holding it (in the message and in the `arbor-shard-holder`
+/// metadata), so the caller can send it there; that replica runs the round. Before, the
+/// answer was only that this instance does not reconcile the source.
+#[tokio::test]
+async fn a_trigger_for_another_replicas_shard_names_the_replica_that_holds_it() -> anyhow::Result<()>
+{
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("one.yaml", &configmap(None, "one", "1"))?;
+    let commit = repo.commit("one")?;
+    let (a, b) = two_replicas(&cluster).await?;
+    let replicas = [&a, &b];
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    let holding = holder(&cluster, &replicas, &source).await?;
+    cluster.synced(holding, &source, &commit).await?;
+    let (other, holder_name) = if std::ptr::eq(holding, &a) {
+        (&b, "gitsync-a")
+    } else {
+        (&a, "gitsync-b")
+    };
+    let request = arbor_proto::v1::TriggerSyncRequest {
+        source: Some(arbor_proto::v1::SourceRef {
+            kind: arbor_proto::v1::SourceKind::GitTrack.into(),
+            namespace: "foo".into(),
+            name: "apps".into(),
+        }),
+        wait: true,
+    };
+    // Right after a hand-over the other replica may not have seen the new holder yet: it
+    // answers Unavailable ("retry in a moment") until its next look at the Leases.
+    let refused = eventually("an answer that names the holder", || async {
+        let answer = other.grpc().await?.trigger_sync(request.clone()).await;
+        let refused = answer.expect_err("the replica without the shard does not take the request");
+        Ok((refused.code() != tonic::Code::Unavailable).then_some(refused))
+    })
+    .await?;
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused.message().contains(holder_name),
+        "the error names the holder: {}",
+        refused.message()
+    );
+    assert_eq!(
+        refused
+            .metadata()
+            .get(arbor_gitsync::grpc::SHARD_HOLDER)
+            .and_then(|value| value.to_str().ok()),
+        Some(holder_name)
+    );
+    let answered = holding
+        .grpc()
+        .await?
+        .trigger_sync(request)
+        .await?
+        .into_inner();
+    assert!(answered.completed, "the holder ran the round");
+    b.stop().await;
+    a.stop().await;
+    Ok(())
+}
+
+/// What a replica's rounds recorded about a source is forgotten when the source's shard is
+/// lost: another replica syncs it meanwhile, and the record no longer says what the source
+/// declares. Here a replica loses a shard to a second replica, git adds ConfigMap `late` which
+/// the second replica applies, and the first takes the shard back when the second stops, unable
+/// to fetch (its rounds fail). The tracking object of `late`, deleted by hand, must wait for a
+/// round of the source rather than be decided from the old record, which does not declare it.
+/// Before, the old record read as current, the finalizer found `late` undeclared and deleted it.
+#[tokio::test]
+async fn a_regained_shard_decides_nothing_from_before_it_was_lost() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    cluster.namespace("foo").await?;
+    let a = start_replica(&cluster, "gitsync-a").await?;
+    eventually("the first replica to hold both shards", || async {
+        Ok((held(&a).len() == 2).then_some(()))
+    })
+    .await?;
+    // One source in each shard, each from its own repository, synced by the first replica.
+    let mut sources: Vec<(SourceRef, Repo, u32)> = Vec::new();
+    for attempt in 0..32 {
+        let repo = Repo::new()?;
+        repo.write("x.yaml", &configmap(None, &format!("x-{attempt}"), "1"))?;
+        let commit = repo.commit("x")?;
+        let source = cluster
+            .create_gittrack("foo", &format!("apps-{attempt}"), &repo)
+            .await?;
+        let shard = shard(&cluster, &source).await?;
+        if sources.iter().any(|(_, _, seen)| *seen == shard) {
+            continue;
+        }
+        cluster.synced(&a, &source, &commit).await?;
+        sources.push((source, repo, shard));
+        if sources.len() == 2 {
+            break;
+        }
+    }
+    let b = start_replica(&cluster, "gitsync-b").await?;
+    eventually("the second replica to take one shard", || async {
+        Ok((held(&a).len() == 1 && held(&b).len() == 1).then_some(()))
+    })
+    .await?;
+    let (source, repo, _) = sources
+        .iter()
+        .find(|(_, _, shard)| held(&b).contains(shard))
+        .expect("a source in each shard");
+    repo.write("late.yaml", &configmap(None, "late", "1"))?;
+    let with_late = repo.commit("late")?;
+    cluster.synced(&b, source, &with_late).await?;
+    let configmaps = cluster.configmaps("foo");
+    let late_uid = configmaps.get("late").await?.metadata.uid;
+    let late_is_the_same = |why: &'static str| {
+        let configmaps = configmaps.clone();
+        let late_uid = late_uid.clone();
+        async move {
+            let current = configmaps.get_opt("late").await?;
+            assert_eq!(current.and_then(|o| o.metadata.uid), late_uid, "{why}");
+            anyhow::Ok(())
+        }
+    };
+
+    // The first replica's rounds of the source now fail to fetch.
+    let away = repo.path().with_extension("away");
+    std::fs::rename(repo.path(), &away)?;
+    b.stop().await;
+    eventually("the first replica to take the shard back", || async {
+        Ok((held(&a).len() == 2).then_some(()))
+    })
+    .await?;
+    let tracking = cluster.gittrack_objects("foo");
+    tracking
+        .delete("configmap.late", &DeleteParams::default())
+        .await?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    late_is_the_same("late was not deleted on a record from before the shard was lost").await?;
+    std::fs::rename(&away, repo.path())?;
+    eventually(
+        "a round to recreate the tracking object of late",
+        || async {
+            a.request_round(source);
+            let current = tracking.get_opt("configmap.late").await?;
+            Ok(current
+                .is_some_and(|object| object.metadata.deletion_timestamp.is_none())
+                .then_some(()))
+        },
+    )
+    .await?;
+    late_is_the_same("late is still the object the second replica applied").await?;
+    a.stop().await;
+    Ok(())
+}
+
+/// A decision to delete is confirmed with a fresh list of the sources: a replica whose source
+/// watch is down keeps an old cache, in which a conflict reported meanwhile is missing. Here
+/// the second source starts declaring the first's ConfigMap while the watches of GitTracks are
+/// closed and refused, so the first replica's cache never sees its status report the conflict;
+/// when the first source stops declaring the ConfigMap, its finalizer must still release it.
+/// Before, the cache alone decided: nobody else declared it, and it was deleted.
+#[tokio::test]
+async fn a_deletion_is_confirmed_with_a_fresh_list_of_the_sources() -> anyhow::Result<()> {
+    let (cluster, first_repo, first_commit) = with_first_repo().await?;
+    let (a, b) = two_replicas(&cluster).await?;
+    let replicas = [&a, &b];
+    let first = cluster.create_gittrack("foo", "first", &first_repo).await?;
+    let first_replica = holder(&cluster, &replicas, &first).await?;
+    cluster.synced(first_replica, &first, &first_commit).await?;
+    let configmaps = cluster.configmaps("foo");
+    let shared_uid = configmaps.get("shared").await?.metadata.uid;
+    let second_repo = Repo::new()?;
+    second_repo.write("two.yaml", &configmap(None, "two", "1"))?;
+    let two = second_repo.commit("two")?;
+    let second = in_the_other_shard(&cluster, &first, &second_repo).await?;
+    let second_replica = holder(&cluster, &replicas, &second).await?;
+    cluster.synced(second_replica, &second, &two).await?;
+
+    // The GitTrack watches end and cannot start again: the caches stay as they are.
+    let gittracks = ["arbor.dev/gittracks"];
+    cluster
+        .emu
+        .faults()
+        .inject(Fault::status(500).verbs(&["watch"]).resources(&gittracks));
+    cluster
+        .emu
+        .faults()
+        .inject(Fault::new(FaultEffect::CloseWatches).resources(&gittracks));
+    second_repo.write("shared.yaml", &configmap(None, "shared", "1"))?;
+    let both = second_repo.commit("shared too")?;
+    reports_the_conflict(&cluster, second_replica, &second, &both).await?;
+    first_repo.remove("shared.yaml")?;
+    let dropped = first_repo.commit("shared goes")?;
+    cluster.synced(first_replica, &first, &dropped).await?;
+    let tracking = cluster.gittrack_objects("foo");
+    eventually(
+        "the first source's tracking object to be let go",
+        || async {
+            let owner = shared_owner(&tracking).await?;
+            Ok((owner.as_deref() != Some("first")).then_some(()))
+        },
+    )
+    .await?;
+    assert_eq!(
+        configmaps
+            .get_opt("shared")
+            .await?
+            .and_then(|o| o.metadata.uid),
+        shared_uid,
+        "the ConfigMap the second source declares was not deleted"
+    );
+    cluster.emu.faults().clear();
+    b.stop().await;
+    a.stop().await;
+    Ok(())
+}
