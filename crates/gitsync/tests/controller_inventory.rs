@@ -121,3 +121,29 @@ async fn a_round_lists_the_tracking_objects_when_the_watch_is_too_late() -> anyh
     instance.stop().await;
     Ok(())
 }
+
+/// Only this replica's writes are waited for, so a source's tracking objects are read from the
+/// watch only after a round here listed them: a source new to this replica (created, or its
+/// shard gained, or after a restart) may have tracking objects that another replica, a person
+/// or the garbage collector changed while the watch lags. Its first round lists them even with
+/// the watch ready and caught up; its later rounds read the watch.
+#[tokio::test]
+async fn a_sources_first_round_here_lists_its_tracking_objects_and_later_rounds_read_the_watch()
+-> anyhow::Result<()> {
+    let (cluster, instance, _repo, _source) = one_configmap().await?;
+    let repo = Repo::new()?;
+    repo.write("c.yaml", &configmap(None, "c", "1"))?;
+    let commit = repo.commit("c")?;
+    cluster.emu.requests().reset();
+    let second = cluster.create_gittrack("foo", "more", &repo).await?;
+    cluster.synced(&instance, &second, &commit).await?;
+    assert!(
+        cluster.emu.requests().count("list", TRACKING) >= 1,
+        "the first round of a source new here lists its tracking objects"
+    );
+    cluster.emu.requests().reset();
+    instance.rounds(&second, 2).await;
+    assert_eq!(cluster.emu.requests().count("list", TRACKING), 0);
+    instance.stop().await;
+    Ok(())
+}

@@ -113,7 +113,9 @@ pub async fn run<K: SourceKind>(
         written: handle.status.clone(),
     };
     for _ in 0..PASSES {
-        let inventory = tracking::list_inventory(ctx, handle).await?.owned;
+        let inventory = tracking::list_inventory(ctx, handle, tracking::InventoryRead::Fresh)
+            .await?
+            .owned;
         if inventory.is_empty() {
             return finish(ctx, source, handle).await;
         }

@@ -280,7 +280,7 @@ async fn plan(
     handle: &SourceHandle,
     state: &DeclaredState,
 ) -> Result<Preview, PreviewError> {
-    let inventory = tracking::list_inventory(ctx, handle).await?;
+    let inventory = tracking::list_inventory(ctx, handle, tracking::InventoryRead::Watch).await?;
     let kinds = declared_kinds(ctx, state).await;
     let snapshot = Snapshot::read(ctx.applier.discovery(), &kinds, handle.namespace.as_deref())
         .await

@@ -64,6 +64,11 @@ pub struct SourceRecord {
     /// The user the source's objects are written as (a GitTrack's service account), `None`
     /// for gitsync itself.
     pub apply_as: Option<String>,
+    /// A round here read the source's tracking objects with a LIST since this replica last
+    /// took the source on (a restart or a shard gained forgets the record): from then on every
+    /// removal of the source's tracking objects is this replica's own write, which the watch is
+    /// waited for, so its rounds may read the watch ([`super::tracking::InventoryRead`]).
+    pub inventory_listed: bool,
 }
 
 /// The shared registry.

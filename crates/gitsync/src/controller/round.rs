@@ -28,7 +28,7 @@ use super::plan::{Part, Plan, PlannedObject, Planner, Why, crd_kinds, is_crd};
 use super::registry::{GoodState, ObjectRecord, ObjectState};
 use super::source_handle::SourceHandle;
 use super::status::{Changes, Counters, Outcome, RoundReport};
-use super::tracking::{self, Tracked};
+use super::tracking::{self, InventoryRead, Tracked};
 use crate::apply::{Applier, ApplyError, ServedKind, Target};
 
 /// What one round did.
@@ -416,8 +416,12 @@ async fn sync(
     };
     // The inventory and the live objects do not depend on each other: read side by side (under
     // API throttling each read costs seconds of retries).
+    let read_from = match ctx.registry.get(&handle.reference) {
+        Some(record) if record.inventory_listed => InventoryRead::Watch,
+        _ => InventoryRead::Fresh,
+    };
     let ((inventory, inventory_took), (live, live_took)) = tokio::join!(
-        timed(tracking::list_inventory(ctx, handle)),
+        timed(tracking::list_inventory(ctx, handle, read_from)),
         timed(async {
             let kinds = declared_kinds(ctx, state).await;
             Snapshot::read(ctx.applier.discovery(), &kinds, handle.namespace.as_deref())
@@ -427,6 +431,10 @@ async fn sync(
     );
     (timings.inventory, timings.live) = (inventory_took, live_took);
     let (inventory, (kinds, snapshot)) = (inventory?, live?);
+    if read_from == InventoryRead::Fresh {
+        ctx.registry
+            .update(&handle.reference, |record| record.inventory_listed = true);
+    }
     lap();
     let mut round = Sync {
         known: Known {

@@ -28,7 +28,9 @@ use arbor_policy::sync::{Action, CompareFields};
 use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference};
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions,
+};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -232,11 +234,25 @@ pub struct Inventory {
     pub unowned: BTreeSet<ObjectKey>,
 }
 
-/// Every tracking object `handle` can see, by the key of the object it tracks: from the
-/// watches once they show this replica's earlier writes ([`tracking_store`]), listed otherwise.
+/// Where a source's tracking objects are read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InventoryRead {
+    /// The watches, once they show this replica's earlier writes ([`tracking_store`]). Only
+    /// where every write the store could be missing is this replica's own: a source whose
+    /// tracking objects a round here has listed since this replica took it on.
+    Watch,
+    /// A LIST: a source this replica has just taken on (another replica, a person or the
+    /// garbage collector may have changed its tracking objects, and the watch can lag behind
+    /// them), and every decision that deletes.
+    Fresh,
+}
+
+/// Every tracking object `handle` can see, by the key of the object it tracks, read as `read`
+/// says.
 pub async fn list_inventory(
     ctx: &Context,
     handle: &SourceHandle,
+    read_from: InventoryRead,
 ) -> Result<Inventory, ControllerError> {
     let mut inventory = Inventory::default();
     let mut collect = |tracked: Tracked| {
@@ -250,13 +266,13 @@ pub async fn list_inventory(
     };
     match &handle.owner {
         Owner::GitTrack { namespace } => {
-            read::<GitTrackObject>(ctx, Some(namespace), &mut collect).await?;
+            read::<GitTrackObject>(ctx, Some(namespace), read_from, &mut collect).await?;
         }
         Owner::ClusterGitTrack => {
-            read::<ClusterGitTrackObject>(ctx, None, &mut collect).await?;
+            read::<ClusterGitTrackObject>(ctx, None, read_from, &mut collect).await?;
             if ctx.settings.scope.cluster_gittrack_mode() == ClusterGitTrackMode::IncludeNamespaced
             {
-                read::<GitTrackObject>(ctx, None, &mut collect).await?;
+                read::<GitTrackObject>(ctx, None, read_from, &mut collect).await?;
             }
         }
     }
@@ -268,13 +284,16 @@ pub async fn list_inventory(
 async fn read<K>(
     ctx: &Context,
     namespace: Option<&str>,
+    read_from: InventoryRead,
     collect: &mut impl FnMut(Tracked),
 ) -> Result<(), ControllerError>
 where
     K: TrackingKind + serde::de::DeserializeOwned,
 {
     let resource = api_resource::<K>();
-    let watched = if K::kind(&()) == "ClusterGitTrackObject" {
+    let watched = if read_from == InventoryRead::Fresh {
+        None
+    } else if K::kind(&()) == "ClusterGitTrackObject" {
         ctx.tracking.cluster_gittrack_objects().await
     } else {
         ctx.tracking.gittrack_objects(namespace).await
@@ -456,26 +475,31 @@ fn is_current(existing: &Tracked, desired: &Value) -> bool {
 pub async fn delete(ctx: &Context, tracked: &Tracked) -> Result<(), ControllerError> {
     // Answered with the object when a finalizer keeps it (then at a new resourceVersion), with
     // a status when it is gone.
+    // Only the tracking object that was read: one of the same name another source created
+    // since (the read can be the watch's, which lags) is refused with 409, not deleted.
+    let params = DeleteParams {
+        preconditions: tracked.meta.uid.clone().map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
     let result = match &tracked.namespace {
         Some(namespace) => {
             let api: Api<GitTrackObject> = Api::namespaced(ctx.client.clone(), namespace);
-            api.delete(&tracked.name, &DeleteParams::background())
-                .await
-                .map(|answer| {
-                    answer
-                        .left()
-                        .and_then(|kept| kept.meta().resource_version.clone())
-                })
+            api.delete(&tracked.name, &params).await.map(|answer| {
+                answer
+                    .left()
+                    .and_then(|kept| kept.meta().resource_version.clone())
+            })
         }
         None => {
             let api: Api<ClusterGitTrackObject> = Api::all(ctx.client.clone());
-            api.delete(&tracked.name, &DeleteParams::background())
-                .await
-                .map(|answer| {
-                    answer
-                        .left()
-                        .and_then(|kept| kept.meta().resource_version.clone())
-                })
+            api.delete(&tracked.name, &params).await.map(|answer| {
+                answer
+                    .left()
+                    .and_then(|kept| kept.meta().resource_version.clone())
+            })
         }
     };
     let namespace = tracked.namespace.as_deref();

@@ -20,8 +20,14 @@
 //! server keeps, and one watch delivers its events in that order, so an object missing then is
 //! truly gone. The wait is bounded: past [`PATIENCE`] the round lists the tracking objects as
 //! before, logged, and so do the rounds after it, without waiting, until the watch shows those
-//! writes (or they are [`FORGET_AFTER`] old). Where no watch covers what a source needs, or
-//! the server's resourceVersions are not numbers, rounds list as before.
+//! writes (unlike client-go's expectations, never given up on: a watch that never shows a write
+//! is not to be read). Where no watch covers what a source needs, or the server's
+//! resourceVersions are not numbers, rounds list as before.
+//!
+//! Only this replica's own writes are waited for, so a store is read only for a source whose
+//! tracking objects a round here has listed since this replica took the source on
+//! ([`InventoryRead`](super::tracking::InventoryRead)): from then on, the writes that could
+//! make the store's copy of them wrong are this replica's.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -36,9 +42,6 @@ use serde_json::{Map, Value};
 
 /// How long a round waits for the watch to show this replica's earlier writes before it lists.
 pub const PATIENCE: Duration = Duration::from_secs(5);
-/// How long a write the watch never shows is waited for (client-go's expectations give up after
-/// the same time): the round lists until then.
-pub const FORGET_AFTER: Duration = Duration::from_secs(300);
 /// How often a waiting round looks at the store again.
 const POLL: Duration = Duration::from_millis(5);
 /// The field of a trimmed copy's `spec` that holds the digest of the whole `spec.data`. Only in
@@ -237,9 +240,10 @@ impl TrackingStores {
                 if written.opaque {
                     return false;
                 }
+                // A write the watch never shows is never forgotten: a watch that far behind
+                // is not to be read (rounds list until it shows the write).
                 written.expected.retain(|(namespace, name), expectation| {
-                    expectation.since.elapsed() < FORGET_AFTER
-                        && !self.shows(namespace.as_deref(), name, expectation.shows)
+                    !self.shows(namespace.as_deref(), name, expectation.shows)
                 });
                 let waiting = written
                     .expected
