@@ -165,7 +165,10 @@ pub fn spawn(
 }
 
 /// The dynamic API of `K` in `scope` (any scope is all objects for cluster-scoped kinds).
-fn scoped_api<K>(client: &kube::Client, scope: &NamespaceScope) -> Option<Api<DynamicObject>>
+pub(super) fn scoped_api<K>(
+    client: &kube::Client,
+    scope: &NamespaceScope,
+) -> Option<Api<DynamicObject>>
 where
     K: Resource<DynamicType = ()>,
 {

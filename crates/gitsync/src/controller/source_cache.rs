@@ -168,7 +168,7 @@ impl SourceCaches {
     ) -> Result<Vec<CachedSource>, kube::Error> {
         let watches = settings.scope.watches();
         let mut sources = Vec::new();
-        if let Some(api) = scoped::<GitTrack>(client, &watches.gittracks) {
+        if let Some(api) = super::reconcile::scoped_api::<GitTrack>(client, &watches.gittracks) {
             sources.extend(filled_or_listed(&self.gittracks, &api, freshness).await?);
         }
         if watches.cluster_gittracks {
@@ -176,20 +176,6 @@ impl SourceCaches {
             sources.extend(filled_or_listed(&self.cluster_gittracks, &api, freshness).await?);
         }
         Ok(sources)
-    }
-}
-
-fn scoped<K: Resource<DynamicType = ()>>(
-    client: &kube::Client,
-    scope: &NamespaceScope,
-) -> Option<Api<DynamicObject>> {
-    let resource = api_resource::<K>();
-    match scope {
-        NamespaceScope::Nowhere => None,
-        NamespaceScope::AllNamespaces => Some(Api::all_with(client.clone(), &resource)),
-        NamespaceScope::Only(namespace) => {
-            Some(Api::namespaced_with(client.clone(), namespace, &resource))
-        }
     }
 }
 
