@@ -100,6 +100,14 @@ impl Registry {
         self.read().get(source).cloned()
     }
 
+    /// Whether a round here listed `source`'s tracking objects since this replica took it on
+    /// ([`SourceRecord::inventory_listed`]), read without copying the record (every round asks).
+    pub fn inventory_listed(&self, source: &SourceRef) -> bool {
+        self.read()
+            .get(source)
+            .is_some_and(|record| record.inventory_listed)
+    }
+
     pub fn sources(&self) -> Vec<(SourceRef, SourceRecord)> {
         self.read()
             .iter()

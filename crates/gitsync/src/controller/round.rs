@@ -416,9 +416,10 @@ async fn sync(
     };
     // The inventory and the live objects do not depend on each other: read side by side (under
     // API throttling each read costs seconds of retries).
-    let read_from = match ctx.registry.get(&handle.reference) {
-        Some(record) if record.inventory_listed => InventoryRead::Watch,
-        _ => InventoryRead::Fresh,
+    let read_from = if ctx.registry.inventory_listed(&handle.reference) {
+        InventoryRead::Watch
+    } else {
+        InventoryRead::Fresh
     };
     let ((inventory, inventory_took), (live, live_took)) = tokio::join!(
         timed(tracking::list_inventory(ctx, handle, read_from)),
