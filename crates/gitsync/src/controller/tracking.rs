@@ -473,8 +473,6 @@ fn is_current(existing: &Tracked, desired: &Value) -> bool {
 
 /// Deletes a tracking object; its finalizer then decides about the live object.
 pub async fn delete(ctx: &Context, tracked: &Tracked) -> Result<(), ControllerError> {
-    // Answered with the object when a finalizer keeps it (then at a new resourceVersion), with
-    // a status when it is gone.
     // Only the tracking object that was read: one of the same name another source created
     // since (the read can be the watch's, which lags) is refused with 409, not deleted.
     let params = DeleteParams {
@@ -484,24 +482,21 @@ pub async fn delete(ctx: &Context, tracked: &Tracked) -> Result<(), ControllerEr
         }),
         ..DeleteParams::background()
     };
-    let result = match &tracked.namespace {
-        Some(namespace) => {
-            let api: Api<GitTrackObject> = Api::namespaced(ctx.client.clone(), namespace);
-            api.delete(&tracked.name, &params).await.map(|answer| {
-                answer
-                    .left()
-                    .and_then(|kept| kept.meta().resource_version.clone())
-            })
-        }
-        None => {
-            let api: Api<ClusterGitTrackObject> = Api::all(ctx.client.clone());
-            api.delete(&tracked.name, &params).await.map(|answer| {
-                answer
-                    .left()
-                    .and_then(|kept| kept.meta().resource_version.clone())
-            })
-        }
+    let api: Api<DynamicObject> = match &tracked.namespace {
+        Some(namespace) => Api::namespaced_with(
+            ctx.client.clone(),
+            namespace,
+            &api_resource::<GitTrackObject>(),
+        ),
+        None => Api::all_with(ctx.client.clone(), &api_resource::<ClusterGitTrackObject>()),
     };
+    // Answered with the object when a finalizer keeps it (then at a new resourceVersion), with
+    // a status when it is gone.
+    let result = api.delete(&tracked.name, &params).await.map(|answer| {
+        answer
+            .left()
+            .and_then(|kept| kept.metadata.resource_version)
+    });
     let namespace = tracked.namespace.as_deref();
     match result {
         Ok(Some(kept)) => {
