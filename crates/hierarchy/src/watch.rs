@@ -9,8 +9,11 @@
 //! hands its subscribers no deletions, so the SubNamespace controller cannot subscribe to it
 //! for them). A (re)list
 //! replaces the kind's entries wholesale, so objects deleted while the watch was down (or the
-//! controller stopped) disappear from the index as they should. When every watch has listed
-//! once, the caches are synced: reconciles wait for that.
+//! controller stopped) disappear from the index as they should, and it triggers at least what
+//! the live events it stands for would have: every namespace that holds or held an object of
+//! the kind, and for namespaces also the SubNamespaces concerned by those that vanished (a
+//! SubNamespace whose namespace was deleted unseen makes it again now, not at its requeue).
+//! When every watch has listed once, the caches are synced: reconciles wait for that.
 //!
 //! Objects of the watched kinds and SubNamespaces lose their managedFields as they come off
 //! the watch ([`without_managed_fields`]), before a relist buffers them and before the index
@@ -19,7 +22,7 @@
 //! object. Namespaces keep theirs until [`namespace_state`] has read which keys the
 //! propagating managers hold.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use arbor_policy::object::GroupKind;
@@ -85,27 +88,28 @@ pub struct NamespaceFeed {
 }
 
 impl NamespaceFeed {
-    /// Asks for a reconcile of each SubNamespace `namespace`'s event concerns.
-    fn tell_sub_namespaces(&self, index: &Index, namespace: &Namespace) {
-        for concerned in sub_namespaces_concerned(index, &self.sub_namespaces, namespace) {
+    /// Asks for a reconcile of each SubNamespace an event on namespace `name` (with `labels`)
+    /// concerns.
+    fn tell_sub_namespaces(&self, index: &Index, name: &str, labels: &BTreeMap<String, String>) {
+        for concerned in sub_namespaces_concerned(index, &self.sub_namespaces, name, labels) {
             // The receiver goes away only at shutdown, when nothing needs reconciling.
             let _ = self.sub_namespace_triggers.send(concerned);
         }
     }
 }
 
-/// The SubNamespaces a namespace event concerns: those asking for its name, and the one its
-/// parent label points to.
+/// The SubNamespaces an event on namespace `name` concerns: those asking for its name, and the
+/// one its parent label (among `labels`) points to.
 pub fn sub_namespaces_concerned(
     index: &Index,
     sub_api: &ApiResource,
-    namespace: &Namespace,
+    name: &str,
+    labels: &BTreeMap<String, String>,
 ) -> Vec<ObjectRef<DynamicObject>> {
-    let name = namespace.name_any();
     let mut concerned: BTreeSet<(String, String)> =
-        index.sub_namespaces_named(&name).into_iter().collect();
-    if let Some(parent) = namespace.labels().get(&index.keys().parent_label) {
-        concerned.insert((parent.clone(), name));
+        index.sub_namespaces_named(name).into_iter().collect();
+    if let Some(parent) = labels.get(&index.keys().parent_label) {
+        concerned.insert((parent.clone(), name.to_owned()));
     }
     concerned
         .into_iter()
@@ -143,29 +147,32 @@ pub fn namespace_state(namespace: &Namespace, propagators: &[String]) -> Namespa
 
 impl Feed<Namespace> for NamespaceFeed {
     fn apply(&self, index: &Index, object: Namespace) -> BTreeSet<String> {
-        self.tell_sub_namespaces(index, &object);
+        self.tell_sub_namespaces(index, &object.name_any(), object.labels());
         let mut touched = index.apply_namespace(namespace_state(&object, &self.propagators));
         touched.insert(object.name_any());
         touched
     }
     fn delete(&self, index: &Index, object: Namespace) -> BTreeSet<String> {
-        self.tell_sub_namespaces(index, &object);
+        self.tell_sub_namespaces(index, &object.name_any(), object.labels());
         let mut touched = index.delete_namespace(&object.name_any());
         touched.insert(object.name_any());
         touched
     }
     fn replace(&self, index: &Index, listed: Vec<Namespace>) -> BTreeSet<String> {
         for namespace in &listed {
-            self.tell_sub_namespaces(index, namespace);
+            self.tell_sub_namespaces(index, &namespace.name_any(), namespace.labels());
         }
-        let mut touched = index.replace_namespaces(
+        let relisted = index.replace_namespaces(
             listed
                 .iter()
                 .map(|ns| namespace_state(ns, &self.propagators))
                 .collect(),
         );
-        touched.extend(listed.iter().map(ResourceExt::name_any));
-        touched
+        // Deleted while the watch was down: told as their Deleted events would have told.
+        for vanished in &relisted.vanished {
+            self.tell_sub_namespaces(index, &vanished.name, &vanished.labels);
+        }
+        relisted.touched
     }
 }
 
