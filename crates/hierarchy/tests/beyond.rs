@@ -326,26 +326,47 @@ async fn grpc_explains_propagation_from_the_live_index() -> Result<()> {
     Ok(())
 }
 
-/// Namespaces are watched once, for the index and both controllers: a thousand namespaces cost
-/// one stream of their events, not one per consumer.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn namespaces_are_watched_once() -> Result<()> {
+/// How many watches of `resource` (`plural` or `group/plural`, given the cluster) the
+/// controller opened from its start until a small tree with one propagated Secret settled.
+async fn watches_while_making_a_tree(resource: impl Fn(&Cluster) -> String) -> Result<u64> {
     let mut cluster = Cluster::without_controller(common::ARBOR).await?;
     cluster.emu.requests().reset();
     cluster.start_controller().await?;
-    cluster
-        .create_namespace("root", &[("type", "root")])
-        .await?;
-    cluster.create_sub_namespace("root", "sub", &[]).await?;
+    cluster.root_with_sub_namespace("sub").await?;
     cluster
         .create_secret("root", "shared", "1", &[("propagate", "update")])
         .await?;
     cluster.wait_secret("sub", "shared", "1").await?;
     cluster.settle().await?;
-    let watches = cluster.emu.requests().count("watch", "namespaces");
+    let watches = cluster.emu.requests().count("watch", &resource(&cluster));
+    cluster.shutdown().await;
+    Ok(watches)
+}
+
+/// Namespaces are watched once, for the index and both controllers: a thousand namespaces cost
+/// one stream of their events, not one per consumer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_are_watched_once() -> Result<()> {
+    let watches = watches_while_making_a_tree(|_| "namespaces".into()).await?;
     ensure!(
         watches == 1,
         "Namespaces were watched {watches} times; one watch serves the index and both controllers"
+    );
+    Ok(())
+}
+
+/// SubNamespaces are watched once, for the index and the SubNamespace controller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_namespaces_are_watched_once() -> Result<()> {
+    let watches = watches_while_making_a_tree(|cluster| {
+        let resource = cluster.sub_api.api_resource();
+        format!("{}/{}", resource.group, resource.plural)
+    })
+    .await?;
+    ensure!(
+        watches == 1,
+        "SubNamespaces were watched {watches} times; one watch serves the index and the \
+         SubNamespace controller"
     );
     Ok(())
 }
