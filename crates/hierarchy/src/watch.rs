@@ -211,22 +211,25 @@ fn sub_namespace(object: &DynamicObject) -> Option<SubNamespace> {
 
 impl Feed<DynamicObject> for SubNamespaceFeed {
     fn apply(&self, index: &Index, object: DynamicObject) -> BTreeSet<String> {
-        self.reconcile(&object);
-        match sub_namespace(&object) {
+        let touched = match sub_namespace(&object) {
             Some(s) => index.apply_sub_namespace(s),
             // What it asked for before no longer holds.
             None => index
                 .delete_sub_namespace(&object.namespace().unwrap_or_default(), &object.name_any()),
-        }
+        };
+        self.reconcile(&object);
+        touched
     }
     fn delete(&self, index: &Index, object: DynamicObject) -> BTreeSet<String> {
         index.delete_sub_namespace(&object.namespace().unwrap_or_default(), &object.name_any())
     }
     fn replace(&self, index: &Index, listed: Vec<DynamicObject>) -> BTreeSet<String> {
+        let touched =
+            index.replace_sub_namespaces(listed.iter().filter_map(sub_namespace).collect());
         for object in &listed {
             self.reconcile(object);
         }
-        index.replace_sub_namespaces(listed.iter().filter_map(sub_namespace).collect())
+        touched
     }
 }
 
