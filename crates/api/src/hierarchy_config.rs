@@ -193,6 +193,14 @@ namingPolicies:
     }
 
     #[test]
+    fn the_shipped_example_loads() {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../deploy/examples/hierarchy-config.yaml");
+        let loaded = load(Some(&example), &Keys::default()).unwrap();
+        assert!(!loaded.config.watches.is_empty());
+    }
+
+    #[test]
     fn no_file_and_an_empty_file_are_the_empty_configuration() {
         let keys = Keys::default();
         for loaded in [
