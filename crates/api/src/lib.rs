@@ -11,11 +11,12 @@
 //! | [`SubNamespace`] | Namespaced | [`subnamespace`] | arbor-hierarchy |
 //! | [`Application`] | Namespaced | [`application`] | arbor-observer |
 //!
-//! Types only: no client, no I/O. Specs carry `validate()` methods returning
-//! [`FieldError`]s that name the field path; the webhook refuses with them and the
-//! controllers report them in a `Stalled` condition. [`condition`] holds the kstatus condition
-//! types, reasons and [`set_condition`]; [`keys`] the finalizers, field managers and
-//! annotations; [`crds`] the CustomResourceDefinitions and their YAML.
+//! Types only: no client, and no I/O but reading the hierarchy configuration file
+//! ([`hierarchy_config`], the one loader arbor-hierarchy and arbor-webhook share). Specs carry
+//! `validate()` methods returning [`FieldError`]s that name the field path; the webhook
+//! refuses with them and the controllers report them in a `Stalled` condition. [`condition`]
+//! holds the kstatus condition types, reasons and [`set_condition`]; [`keys`] the finalizers,
+//! field managers and annotations; [`crds`] the CustomResourceDefinitions and their YAML.
 
 #[macro_use]
 mod declare;
@@ -25,6 +26,7 @@ pub mod condition;
 pub mod crds;
 pub mod gittrack;
 pub mod gittrack_object;
+pub mod hierarchy_config;
 pub mod keys;
 pub mod schema;
 pub mod source;

@@ -4,7 +4,6 @@
 mod common;
 
 use arbor_policy::keys::Keys;
-use arbor_policy::propagation::PropagationConfig;
 use common::manifest::{Manifest, render};
 use common::value_sets::{self, ValueSet};
 use common::workload::{assert_flags, component_name, hierarchy_config};
@@ -238,15 +237,10 @@ fn the_hierarchy_configuration_is_one_arbor_hierarchy_accepts() {
         let rendered = render(&set);
         assert_flags(&rendered, "hierarchy", &[("--domain", domain)]);
         let text = hierarchy_config(&rendered);
-        let config: PropagationConfig = serde_saphyr::from_str(&text).unwrap_or_else(|error| {
-            panic!("[{}] config.yaml is refused: {error}\n{text}", set.name)
-        });
         let keys = Keys::for_domain(domain).expect("a valid domain");
-        if let Err(error) = config.compile(&keys) {
-            panic!(
-                "[{}] config.yaml does not compile: {error}\n{text}",
-                set.name
-            );
+        let path = std::path::Path::new("config.yaml");
+        if let Err(error) = arbor_api::hierarchy_config::parse(path, &text, &keys) {
+            panic!("[{}] {error}\n{text}", set.name);
         }
     }
 }

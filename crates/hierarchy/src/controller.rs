@@ -4,9 +4,9 @@
 //! watched kind served and namespaced, RBAC for every verb), then runs the watches that feed
 //! the index and two `kube::runtime::Controller`s: one on Namespace, triggered by the index
 //! with exactly the namespaces an event touches, and one on SubNamespace (with its
-//! finalizer), triggered by its own objects and by namespaces of their names. Namespaces are
-//! watched once: that watch fills the namespace controller's store and triggers both
-//! controllers (see [`crate::watch`]).
+//! finalizer), triggered by its own objects and by namespaces of their names. Namespaces and
+//! SubNamespaces are each watched once: each watch fills its controller's store, feeds the
+//! index and triggers the controllers (see [`crate::watch`]); neither controller watches.
 
 use std::sync::Arc;
 
@@ -15,13 +15,12 @@ use arbor_policy::keys::{InvalidDomain, Keys};
 use arbor_policy::propagation::{ConfigError, PropagationConfig, PropagationRules};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::watcher;
-use kube::{Api, Client};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::CancellationToken;
@@ -32,7 +31,7 @@ use crate::grpc::HierarchyGrpc;
 use crate::index::Index;
 use crate::kinds::{self, KindError};
 use crate::metrics::Metrics;
-use crate::watch::{self, NamespaceWatch, SyncTracker, WatchSetup};
+use crate::watch::{self, ControllerFeeds, SyncTracker, WatchSetup};
 use crate::writer::Writer;
 use crate::{namespace_reconciler, subnamespace_reconciler};
 
@@ -153,6 +152,8 @@ pub async fn start(
     let (sub_namespace_triggers, sub_namespaces_triggered) =
         mpsc::unbounded_channel::<ObjectRef<DynamicObject>>();
     let (namespace_store, namespace_writer) = reflector::store::<Namespace>();
+    let sub_namespace_writer = reflector::store::Writer::<DynamicObject>::new(sub_api.clone());
+    let sub_namespace_store = sub_namespace_writer.as_reader();
     let (sync, synced) = SyncTracker::new(watch::watch_names(&kinds));
     let setup = WatchSetup {
         client: client.clone(),
@@ -166,8 +167,9 @@ pub async fn start(
     let mut tasks = watch::spawn_all(
         &setup,
         &sync,
-        NamespaceWatch {
-            store: namespace_writer,
+        ControllerFeeds {
+            namespaces: namespace_writer,
+            sub_namespaces: sub_namespace_writer,
             sub_namespace_triggers,
         },
     );
@@ -202,20 +204,18 @@ pub async fn start(
     tasks.push(tokio::spawn(namespaces));
 
     let stop = shutdown.clone();
-    let sub_namespaces = Controller::new_with(
-        Api::<DynamicObject>::all_with(client.clone(), &sub_api),
-        watcher::Config::default(),
-        sub_api,
-    )
-    .with_config(config)
-    .reconcile_on(UnboundedReceiverStream::new(sub_namespaces_triggered))
-    .graceful_shutdown_on(async move { stop.cancelled().await })
-    .run(
-        subnamespace_reconciler::reconcile,
-        subnamespace_reconciler::error_policy,
-        context,
-    )
-    .for_each(|_| async {});
+    // Likewise every trigger comes from the one SubNamespace watch and the Namespace watch.
+    let sub_namespaces =
+        Controller::for_stream_with(futures::stream::pending(), sub_namespace_store, sub_api)
+            .with_config(config)
+            .reconcile_on(UnboundedReceiverStream::new(sub_namespaces_triggered))
+            .graceful_shutdown_on(async move { stop.cancelled().await })
+            .run(
+                subnamespace_reconciler::reconcile,
+                subnamespace_reconciler::error_policy,
+                context,
+            )
+            .for_each(|_| async {});
     tasks.push(tokio::spawn(sub_namespaces));
 
     Ok(Running {

@@ -47,6 +47,17 @@ struct IndexState {
     objects: BTreeMap<String, NamespaceObjects>,
 }
 
+/// What a relist of namespaces changed in the index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamespacesRelisted {
+    /// The namespaces to reconcile: every namespace listed and every one that vanished.
+    pub touched: BTreeSet<String>,
+    /// The namespaces the index held that the list no longer has (deleted while the watch
+    /// was down), as the index knew them: what depended on them must hear of it, as it would
+    /// have from their Deleted events.
+    pub vanished: Vec<NamespaceState>,
+}
+
 /// What a namespace reconcile needs, read in one go.
 #[derive(Debug, Clone)]
 pub struct NamespaceView {
@@ -120,25 +131,24 @@ impl Index {
     }
 
     /// The namespaces after a (re)list: the listed set replaces what the index held.
-    pub fn replace_namespaces(&self, listed: Vec<NamespaceState>) -> BTreeSet<String> {
-        let listed: BTreeMap<String, NamespaceState> =
+    pub fn replace_namespaces(&self, listed: Vec<NamespaceState>) -> NamespacesRelisted {
+        let mut listed: BTreeMap<String, NamespaceState> =
             listed.into_iter().map(|ns| (ns.name.clone(), ns)).collect();
         let mut state = self.write();
-        let gone: Vec<String> = state
-            .namespaces
-            .keys()
-            .filter(|name| !listed.contains_key(*name))
-            .cloned()
+        std::mem::swap(&mut state.namespaces, &mut listed);
+        let before = listed;
+        let vanished: Vec<NamespaceState> = before
+            .into_values()
+            .filter(|ns| !state.namespaces.contains_key(&ns.name))
             .collect();
-        for name in &gone {
-            state.objects.remove(name);
+        for namespace in &vanished {
+            state.objects.remove(&namespace.name);
         }
-        state.namespaces = listed;
         state.rebuild_tree(&self.keys);
         // After a relist anything may have changed while the watch was down.
         let mut touched: BTreeSet<String> = state.namespaces.keys().cloned().collect();
-        touched.extend(gone);
-        touched
+        touched.extend(vanished.iter().map(|ns| ns.name.clone()));
+        NamespacesRelisted { touched, vanished }
     }
 
     /// An object of a watched kind was added or changed.
@@ -477,6 +487,22 @@ mod tests {
         assert_eq!(index.delete_namespace("root"), names(&["a"]));
         index.apply_namespace(ns("root"));
         assert!(index.view("root").unwrap().objects.is_empty());
+    }
+
+    #[test]
+    fn relist_reports_the_namespaces_that_vanished_as_they_were() {
+        let index = Index::new(&keys());
+        index.apply_namespace(ns("root"));
+        index.apply_namespace(sub("gone", "root"));
+        index.apply_namespace(sub("kept", "root"));
+        index.apply_object(secret("gone", "s"));
+        let relisted = index.replace_namespaces(vec![ns("root"), sub("kept", "root"), ns("new")]);
+        assert_eq!(relisted.vanished, vec![sub("gone", "root")]);
+        assert_eq!(relisted.touched, names(&["gone", "kept", "new", "root"]));
+        assert!(index.view("gone").is_none());
+        assert_eq!(index.tree().0.children("root"), vec!["kept"]);
+        index.apply_namespace(sub("gone", "root"));
+        assert!(index.view("gone").unwrap().objects.is_empty());
     }
 
     #[test]

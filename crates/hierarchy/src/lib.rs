@@ -17,10 +17,11 @@
 //!   arrives does not write it again. Propagation halts in namespaces on or below a cycle
 //!   (an event `CycleDetected` on each member) and resumes when it is broken.
 //!
-//! Before any of that, [`controller::start`] checks the configuration ([`config`], Accurate's
-//! file format), resolves the watched kinds by discovery ([`kinds`]: only namespaced kinds)
-//! and asks the API server whether RBAC allows every verb it uses ([`access`]). [`grpc`]
-//! serves `HierarchyService` (GetTree, GetNamespace, ExplainPropagation) from the index.
+//! Before any of that, [`controller::start`] checks the configuration (Accurate's file format,
+//! read by [`arbor_api::hierarchy_config`]), resolves the watched kinds by discovery
+//! ([`kinds`]: only namespaced kinds) and asks the API server whether RBAC allows every verb it
+//! uses ([`access`]). [`grpc`] serves `HierarchyService` (GetTree, GetNamespace,
+//! ExplainPropagation) from the index.
 //! [`run()`](run::run) adds what a deployment needs: leader election, the admin server (metrics
 //! and a readiness gate that opens once the caches synced) and graceful shutdown.
 //!
@@ -29,7 +30,6 @@
 
 pub mod access;
 pub mod args;
-pub mod config;
 pub mod context;
 pub mod controller;
 pub mod grpc;

@@ -5,18 +5,21 @@
 //! gate opens once the caches synced. A lost Lease stops the controller and ends the process
 //! with an error, as for every component (see `arbor_runtime::component`).
 
+use arbor_api::hierarchy_config::{self, HierarchyConfigError};
+use arbor_policy::keys::{InvalidDomain, Keys};
 use arbor_runtime::component::{Component, LostLease};
 
 use crate::args::Args;
-use crate::config::{self, ConfigFileError};
 use crate::controller::{self, Settings, StartError};
 use crate::metrics::Metrics;
 
 /// Why the process stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error(transparent)]
-    ConfigFile(#[from] ConfigFileError),
+    #[error("--domain: {0}")]
+    Domain(#[from] InvalidDomain),
+    #[error("--config: {0}")]
+    Config(#[from] HierarchyConfigError),
     #[error(transparent)]
     Component(#[from] arbor_runtime::StartError),
     #[error(transparent)]
@@ -27,7 +30,9 @@ pub enum RunError {
 
 /// Runs until a signal (or loss of leadership).
 pub async fn run(args: Args) -> Result<(), RunError> {
-    let config = config::load(args.config.as_deref())?;
+    // Compiled here for the domain, so that an error in the file names it before anything starts.
+    let keys = Keys::for_domain(&args.domain)?;
+    let config = hierarchy_config::load(args.config.as_deref(), &keys)?.config;
     let mut component = Component::start("hierarchy", args.common).await?;
     let metrics = Metrics::register(component.metrics()?);
     let caches = component.readiness().gate("hierarchy-caches");

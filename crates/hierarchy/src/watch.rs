@@ -3,14 +3,19 @@
 //! One watch per kind (namespaces, SubNamespaces, each watched kind) runs
 //! `kube::runtime::watcher` and hands each event to its [`Feed`], which updates the index and
 //! returns the namespaces the event touches; those go to the namespace controller. Namespaces
-//! are watched once for everything that needs them ([`NamespaceWatch`]): the watch fills the
-//! namespace controller's store, feeds the index, and tells the SubNamespace controller which
-//! SubNamespaces each namespace event concerns, deletions included (kube's shared reflector
-//! hands its subscribers no deletions, so the SubNamespace controller cannot subscribe to it
-//! for them). A (re)list
+//! and SubNamespaces are each watched once for everything that needs them ([`ControllerFeeds`]):
+//! the Namespace watch fills the namespace controller's store, feeds the index, and tells the
+//! SubNamespace controller which SubNamespaces each namespace event concerns, deletions
+//! included (kube's shared reflector hands its subscribers no deletions, so the SubNamespace
+//! controller cannot subscribe to it for them); the SubNamespace watch fills the SubNamespace
+//! controller's store, feeds the index and asks for a reconcile of each SubNamespace it
+//! hears of. A (re)list
 //! replaces the kind's entries wholesale, so objects deleted while the watch was down (or the
-//! controller stopped) disappear from the index as they should. When every watch has listed
-//! once, the caches are synced: reconciles wait for that.
+//! controller stopped) disappear from the index as they should, and it triggers at least what
+//! the live events it stands for would have: every namespace that holds or held an object of
+//! the kind, and for namespaces also the SubNamespaces concerned by those that vanished (a
+//! SubNamespace whose namespace was deleted unseen makes it again now, not at its requeue).
+//! When every watch has listed once, the caches are synced: reconciles wait for that.
 //!
 //! Objects of the watched kinds and SubNamespaces lose their managedFields as they come off
 //! the watch ([`without_managed_fields`]), before a relist buffers them and before the index
@@ -19,7 +24,7 @@
 //! object. Namespaces keep theirs until [`namespace_state`] has read which keys the
 //! propagating managers hold.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use arbor_policy::object::GroupKind;
@@ -85,27 +90,28 @@ pub struct NamespaceFeed {
 }
 
 impl NamespaceFeed {
-    /// Asks for a reconcile of each SubNamespace `namespace`'s event concerns.
-    fn tell_sub_namespaces(&self, index: &Index, namespace: &Namespace) {
-        for concerned in sub_namespaces_concerned(index, &self.sub_namespaces, namespace) {
+    /// Asks for a reconcile of each SubNamespace an event on namespace `name` (with `labels`)
+    /// concerns.
+    fn tell_sub_namespaces(&self, index: &Index, name: &str, labels: &BTreeMap<String, String>) {
+        for concerned in sub_namespaces_concerned(index, &self.sub_namespaces, name, labels) {
             // The receiver goes away only at shutdown, when nothing needs reconciling.
             let _ = self.sub_namespace_triggers.send(concerned);
         }
     }
 }
 
-/// The SubNamespaces a namespace event concerns: those asking for its name, and the one its
-/// parent label points to.
+/// The SubNamespaces an event on namespace `name` concerns: those asking for its name, and the
+/// one its parent label (among `labels`) points to.
 pub fn sub_namespaces_concerned(
     index: &Index,
     sub_api: &ApiResource,
-    namespace: &Namespace,
+    name: &str,
+    labels: &BTreeMap<String, String>,
 ) -> Vec<ObjectRef<DynamicObject>> {
-    let name = namespace.name_any();
     let mut concerned: BTreeSet<(String, String)> =
-        index.sub_namespaces_named(&name).into_iter().collect();
-    if let Some(parent) = namespace.labels().get(&index.keys().parent_label) {
-        concerned.insert((parent.clone(), name));
+        index.sub_namespaces_named(name).into_iter().collect();
+    if let Some(parent) = labels.get(&index.keys().parent_label) {
+        concerned.insert((parent.clone(), name.to_owned()));
     }
     concerned
         .into_iter()
@@ -143,36 +149,56 @@ pub fn namespace_state(namespace: &Namespace, propagators: &[String]) -> Namespa
 
 impl Feed<Namespace> for NamespaceFeed {
     fn apply(&self, index: &Index, object: Namespace) -> BTreeSet<String> {
-        self.tell_sub_namespaces(index, &object);
+        self.tell_sub_namespaces(index, &object.name_any(), object.labels());
         let mut touched = index.apply_namespace(namespace_state(&object, &self.propagators));
         touched.insert(object.name_any());
         touched
     }
     fn delete(&self, index: &Index, object: Namespace) -> BTreeSet<String> {
-        self.tell_sub_namespaces(index, &object);
+        self.tell_sub_namespaces(index, &object.name_any(), object.labels());
         let mut touched = index.delete_namespace(&object.name_any());
         touched.insert(object.name_any());
         touched
     }
     fn replace(&self, index: &Index, listed: Vec<Namespace>) -> BTreeSet<String> {
         for namespace in &listed {
-            self.tell_sub_namespaces(index, namespace);
+            self.tell_sub_namespaces(index, &namespace.name_any(), namespace.labels());
         }
-        let mut touched = index.replace_namespaces(
+        let relisted = index.replace_namespaces(
             listed
                 .iter()
                 .map(|ns| namespace_state(ns, &self.propagators))
                 .collect(),
         );
-        touched.extend(listed.iter().map(ResourceExt::name_any));
-        touched
+        // Deleted while the watch was down: told as their Deleted events would have told.
+        for vanished in &relisted.vanished {
+            self.tell_sub_namespaces(index, &vanished.name, &vanished.labels);
+        }
+        relisted.touched
     }
 }
 
 /// SubNamespaces, in the group of the key domain. An object that does not decode is left out
 /// of the index (the SubNamespace reconciler reports it); the watch goes on with the others.
+///
+/// Every event but a deletion also asks for a reconcile of the SubNamespace itself (what the
+/// SubNamespace controller's own watch did before the watches became one); a deletion needs
+/// none, as the finalizer held the object for its clean-up until then.
 #[derive(Debug)]
-pub struct SubNamespaceFeed;
+pub struct SubNamespaceFeed {
+    /// Where SubNamespaces are served under the key domain.
+    pub sub_namespaces: ApiResource,
+    pub sub_namespace_triggers: SubNamespaceTriggers,
+}
+
+impl SubNamespaceFeed {
+    fn reconcile(&self, object: &DynamicObject) {
+        let reference = ObjectRef::new_with(&object.name_any(), self.sub_namespaces.clone())
+            .within(&object.namespace().unwrap_or_default());
+        // The receiver goes away only at shutdown, when nothing needs reconciling.
+        let _ = self.sub_namespace_triggers.send(reference);
+    }
+}
 
 fn sub_namespace(object: &DynamicObject) -> Option<SubNamespace> {
     SubNamespace::decode(&to_value(object)?)
@@ -185,18 +211,25 @@ fn sub_namespace(object: &DynamicObject) -> Option<SubNamespace> {
 
 impl Feed<DynamicObject> for SubNamespaceFeed {
     fn apply(&self, index: &Index, object: DynamicObject) -> BTreeSet<String> {
-        match sub_namespace(&object) {
+        let touched = match sub_namespace(&object) {
             Some(s) => index.apply_sub_namespace(s),
             // What it asked for before no longer holds.
             None => index
                 .delete_sub_namespace(&object.namespace().unwrap_or_default(), &object.name_any()),
-        }
+        };
+        self.reconcile(&object);
+        touched
     }
     fn delete(&self, index: &Index, object: DynamicObject) -> BTreeSet<String> {
         index.delete_sub_namespace(&object.namespace().unwrap_or_default(), &object.name_any())
     }
     fn replace(&self, index: &Index, listed: Vec<DynamicObject>) -> BTreeSet<String> {
-        index.replace_sub_namespaces(listed.iter().filter_map(sub_namespace).collect())
+        let touched =
+            index.replace_sub_namespaces(listed.iter().filter_map(sub_namespace).collect());
+        for object in &listed {
+            self.reconcile(object);
+        }
+        touched
     }
 }
 
@@ -341,12 +374,14 @@ where
     tokio::spawn(follow(name, events, feed, setup.clone(), sync.clone()))
 }
 
-/// What the one watch of Namespaces serves beside the index.
+/// What the one watch of Namespaces and the one of SubNamespaces serve beside the index.
 #[derive(Debug)]
-pub struct NamespaceWatch {
+pub struct ControllerFeeds {
     /// The namespace controller's store, filled before the index hears of an event, so a
     /// reconcile it triggers reads the namespace as the event left it.
-    pub store: reflector::store::Writer<Namespace>,
+    pub namespaces: reflector::store::Writer<Namespace>,
+    /// The SubNamespace controller's store, filled the same way.
+    pub sub_namespaces: reflector::store::Writer<DynamicObject>,
     pub sub_namespace_triggers: SubNamespaceTriggers,
 }
 
@@ -354,19 +389,32 @@ pub struct NamespaceWatch {
 pub fn spawn_all(
     setup: &WatchSetup,
     sync: &SyncTracker,
-    namespaces: NamespaceWatch,
+    feeds: ControllerFeeds,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let client = || setup.client.clone();
     // Namespaces keep their managedFields: the propagated keys are read from them.
     let namespace_events = reflector::reflector(
-        namespaces.store,
+        feeds.namespaces,
         watcher::watcher(Api::<Namespace>::all(client()), watcher::Config::default())
             .default_backoff(),
     );
     let namespace_feed = NamespaceFeed {
         propagators: propagators(setup.index.keys().domain()),
         sub_namespaces: setup.sub_namespaces.clone(),
-        sub_namespace_triggers: namespaces.sub_namespace_triggers,
+        sub_namespace_triggers: feeds.sub_namespace_triggers.clone(),
+    };
+    let sub_namespace_events = reflector::reflector(
+        feeds.sub_namespaces,
+        watcher::watcher(
+            Api::<DynamicObject>::all_with(client(), &setup.sub_namespaces),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(without_managed_fields),
+    );
+    let sub_namespace_feed = SubNamespaceFeed {
+        sub_namespaces: setup.sub_namespaces.clone(),
+        sub_namespace_triggers: feeds.sub_namespace_triggers,
     };
     let mut tasks = vec![
         tokio::spawn(follow(
@@ -376,14 +424,13 @@ pub fn spawn_all(
             setup.clone(),
             sync.clone(),
         )),
-        spawn(
+        tokio::spawn(follow(
             "subnamespaces".into(),
-            Api::<DynamicObject>::all_with(client(), &setup.sub_namespaces),
-            without_managed_fields,
-            SubNamespaceFeed,
-            setup,
-            sync,
-        ),
+            sub_namespace_events,
+            sub_namespace_feed,
+            setup.clone(),
+            sync.clone(),
+        )),
     ];
     for (group_kind, resource) in setup.kinds.iter() {
         let api = Api::<DynamicObject>::all_with(client(), resource);

@@ -12,10 +12,13 @@ use arbor_hierarchy::metrics::ErrorLabels;
 use arbor_kube_emu::KubeEmu;
 use arbor_kube_emu::auth::Identity;
 use arbor_kube_emu::authz::{Attributes, Authorizer, Decision};
+use arbor_kube_emu::faults::{Fault, FaultEffect};
 use arbor_policy::propagation::WatchedKind;
 use common::{Cluster, test_config, wait_for};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
+use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 
 for_each_domain!(
@@ -323,26 +326,98 @@ async fn grpc_explains_propagation_from_the_live_index() -> Result<()> {
     Ok(())
 }
 
-/// Namespaces are watched once, for the index and both controllers: a thousand namespaces cost
-/// one stream of their events, not one per consumer.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn namespaces_are_watched_once() -> Result<()> {
+/// How many watches of `resource` (`plural` or `group/plural`, given the cluster) the
+/// controller opened from its start until a small tree with one propagated Secret settled.
+async fn watches_while_making_a_tree(resource: impl Fn(&Cluster) -> String) -> Result<u64> {
     let mut cluster = Cluster::without_controller(common::ARBOR).await?;
     cluster.emu.requests().reset();
     cluster.start_controller().await?;
-    cluster
-        .create_namespace("root", &[("type", "root")])
-        .await?;
-    cluster.create_sub_namespace("root", "sub", &[]).await?;
+    cluster.root_with_sub_namespace("sub").await?;
     cluster
         .create_secret("root", "shared", "1", &[("propagate", "update")])
         .await?;
     cluster.wait_secret("sub", "shared", "1").await?;
     cluster.settle().await?;
-    let watches = cluster.emu.requests().count("watch", "namespaces");
+    let watches = cluster.emu.requests().count("watch", &resource(&cluster));
+    cluster.shutdown().await;
+    Ok(watches)
+}
+
+/// Namespaces are watched once, for the index and both controllers: a thousand namespaces cost
+/// one stream of their events, not one per consumer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_are_watched_once() -> Result<()> {
+    let watches = watches_while_making_a_tree(|_| "namespaces".into()).await?;
     ensure!(
         watches == 1,
         "Namespaces were watched {watches} times; one watch serves the index and both controllers"
     );
+    Ok(())
+}
+
+/// SubNamespaces are watched once, for the index and the SubNamespace controller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_namespaces_are_watched_once() -> Result<()> {
+    let watches = watches_while_making_a_tree(|cluster| {
+        let resource = cluster.sub_api.api_resource();
+        format!("{}/{}", resource.group, resource.plural)
+    })
+    .await?;
+    ensure!(
+        watches == 1,
+        "SubNamespaces were watched {watches} times; one watch serves the index and the \
+         SubNamespace controller"
+    );
+    Ok(())
+}
+
+/// How many changes the emulator remembers in the relist test: small, so that a watch that was
+/// down for a few dozen changes cannot resume and must list again.
+const SHORT_HISTORY: usize = 40;
+
+/// A relist tells everything that depends on what vanished while the watch was down, as the
+/// live Deleted event would have: a SubNamespace's namespace, deleted while the Namespace watch
+/// was refused and its history overrun, is made again as soon as the watch lists again, not
+/// at the SubNamespace's 600 s requeue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_deleted_while_the_watch_was_down_is_made_again_at_the_relist() -> Result<()> {
+    let emu = KubeEmu::builder()
+        .history_window(SHORT_HISTORY)
+        .start()
+        .await?;
+    let mut cluster = Cluster::on(emu, common::ARBOR).await?;
+    cluster.start_controller().await?;
+    cluster.root_with_sub_namespace("sub").await?;
+    cluster.settle().await?;
+
+    let lists = || cluster.emu.requests().count("list", "namespaces");
+    let listed_before = lists();
+    let faults = cluster.emu.faults();
+    faults.inject(
+        Fault::status(503)
+            .verbs(&["watch"])
+            .resources(&["namespaces"]),
+    );
+    faults.inject(Fault::new(FaultEffect::CloseWatches).resources(&["namespaces"]));
+    cluster
+        .namespaces()
+        .delete("sub", &DeleteParams::default())
+        .await?;
+    cluster.wait_namespace_gone("sub").await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(cluster.client.clone(), "default");
+    for n in 0..2 * SHORT_HISTORY {
+        let account = serde_json::from_value(json!({"metadata": {"name": format!("churn-{n}")}}))?;
+        accounts.create(&PostParams::default(), &account).await?;
+    }
+    faults.clear();
+    wait_for("the Namespace watch to list again", || async {
+        Ok(lists() > listed_before)
+    })
+    .await?;
+
+    cluster
+        .wait_namespace_label("sub", "parent", Some("root"))
+        .await?;
+    cluster.shutdown().await;
     Ok(())
 }

@@ -38,6 +38,30 @@ async fn get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
     Ok((code, body))
 }
 
+/// A configuration file the shared loader refuses stops the process before it starts anything,
+/// naming the flag, the file and the field.
+#[tokio::test]
+async fn run_refuses_a_bad_configuration_naming_the_flag_the_file_and_the_field() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("hierarchy.yaml");
+    std::fs::write(
+        &config,
+        "watches:\n  - version: v1\n    kind: Secret\n    grup: x\n",
+    )?;
+    let args = arbor_hierarchy::Args::try_parse_from([
+        "arbor-hierarchy".to_owned(),
+        format!("--config={}", config.display()),
+    ])?;
+    let error = match arbor_hierarchy::run(args).await {
+        Ok(()) => anyhow::bail!("run started with a configuration it cannot read"),
+        Err(error) => error.to_string(),
+    };
+    for named in ["--config", &config.display().to_string(), "watches[0].grup"] {
+        ensure!(error.contains(named), "{named}: {error}");
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_becomes_ready_after_sync_propagates_and_stops_on_sigterm() -> Result<()> {
     let cluster = Cluster::without_controller(common::ARBOR).await?;

@@ -6,11 +6,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use arbor_api::hierarchy_config::{self, HierarchyConfigError};
 use arbor_policy::keys::{InvalidDomain, Keys, ManagementLabel};
 use arbor_policy::ownership::{FlagError, ModeFlags};
 use arbor_runtime::flags::{CommonArgs, parse_duration};
 
-use crate::hierarchy_config::{HierarchyConfigError, load_rules};
 use crate::rules::drift::{DriftSettings, UnreachableAnswer};
 use crate::settings::PolicySettings;
 
@@ -93,7 +93,7 @@ pub enum ArgsError {
     Modes(#[from] FlagError),
     #[error("--domain: {0}")]
     Domain(InvalidDomain),
-    #[error(transparent)]
+    #[error("--hierarchy-config: {0}")]
     HierarchyConfig(#[from] HierarchyConfigError),
     #[error("--prevent-drift true needs --gitsync-addr to ask arbor-gitsync for declared state")]
     DriftWithoutGitsync,
@@ -109,7 +109,7 @@ impl Args {
         let scope = self.modes.scope()?;
         let keys = Keys::for_domain(&self.domain).map_err(ArgsError::Domain)?;
         let label = self.management_label.clone();
-        let rules = load_rules(self.hierarchy_config.as_deref(), &keys)?;
+        let rules = hierarchy_config::load(self.hierarchy_config.as_deref(), &keys)?.rules;
         let mut settings = PolicySettings::new(scope, keys).with_rules(rules);
         settings.allow_cascading_deletion = self.allow_cascading_deletion;
         if self.prevent_drift {
@@ -204,6 +204,22 @@ mod tests {
         let error = parse(&["--prevent-drift", "true"]).settings().unwrap_err();
         assert!(error.to_string().contains("--gitsync-addr"), "{error}");
         assert!(Args::try_parse_from(REQUIRED.iter().chain(&["--gittrack-mode", "on"])).is_err());
+    }
+
+    /// The file is read by the loader arbor-hierarchy uses: a file it refuses is refused here,
+    /// naming the flag, the file and the field.
+    #[test]
+    fn a_bad_hierarchy_config_is_refused_naming_the_flag_the_file_and_the_field() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), "watches:\n  - kind: Secret\n").unwrap();
+        let path = file.path().to_str().unwrap();
+        let error = parse(&["--hierarchy-config", path])
+            .settings()
+            .unwrap_err()
+            .to_string();
+        for named in ["--hierarchy-config", path, "watches[0]", "version"] {
+            assert!(error.contains(named), "{named}: {error}");
+        }
     }
 
     #[test]

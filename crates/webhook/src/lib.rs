@@ -13,7 +13,7 @@
 //!   [`ReviewOutcome`] listing every check ([`review_outcome`]); the first refusal decides.
 //! - [`rules`]: the ownership matrix (seeds/002), source specs, the namespace tree (seeds/001)
 //!   against a [`tree`] kept by reflectors, with the naming policies of the hierarchy
-//!   configuration arbor-hierarchy reads ([`hierarchy_config`]), and drift prevention
+//!   configuration arbor-hierarchy reads ([`arbor_api::hierarchy_config`]), and drift prevention
 //!   against the state that arbor-gitsync declares ([`declared`], [`gitsync_client`]). An object a
 //!   rule cannot read is refused with the field that is wrong.
 //! - [`server`]: HTTPS (rustls with ring) on `--webhook-addr`, `POST /validate`, with a
@@ -31,7 +31,6 @@ pub mod declared;
 pub mod gitsync_client;
 pub mod gittrack_owners;
 pub mod grpc;
-pub mod hierarchy_config;
 pub mod metrics;
 pub mod review;
 pub mod review_outcome;

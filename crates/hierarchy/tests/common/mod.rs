@@ -390,6 +390,14 @@ impl Cluster {
         .await
     }
 
+    /// A root `root` and its SubNamespace `name`, once the controller has made the namespace.
+    pub async fn root_with_sub_namespace(&self, name: &str) -> Result<()> {
+        self.create_namespace("root", &[("type", "root")]).await?;
+        self.create_sub_namespace("root", name, &[]).await?;
+        self.wait_namespace_label(name, "parent", Some("root"))
+            .await
+    }
+
     /// Creates the SubNamespace `object` as it is.
     pub async fn create_sub_namespace_object(&self, object: Value) -> Result<()> {
         let parent = object["metadata"]["namespace"]
