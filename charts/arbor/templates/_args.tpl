@@ -48,6 +48,14 @@ the controllers only: every webhook replica answers admission requests, none is 
 - --shards
 - {{ $values.shards | quote }}
 {{- end }}
+{{- if eq .name "gitsync" }}
+{{- /* With shards, a replica passes a request about another replica's shard to that replica,
+at the pod IP it writes on its membership Lease, verified against the Service's certificate. */}}
+- --grpc-advertise-address
+- https://$(POD_IP):9090
+- --grpc-advertise-server-name
+- {{ printf "%s.%s.svc" (include "arbor.componentName" .) .root.Release.Namespace }}
+{{- end }}
 {{- end -}}
 
 {{/*
@@ -59,13 +67,18 @@ name (a SAN of that certificate); the operators call everything else everywhere.
 {{- $authz := .root.Values.grpcAuthorization -}}
 {{- if $authz.enabled }}
 {{- if eq .name "gitsync" }}
+{{- /* gitsync itself: its replicas pass each other the requests they receive (see --shards) */}}
+{{- $gitsync := include "arbor.componentName" . }}
 - --grpc-allow
-- SyncService/ReportDrift={{ include "arbor.componentName" (dict "root" .root "name" "observer") }}
+- SyncService/ReportDrift={{ include "arbor.componentName" (dict "root" .root "name" "observer") }},{{ $gitsync }}
 - --grpc-allow
-- SyncService/GetDeclared={{ include "arbor.componentName" (dict "root" .root "name" "webhook") }}
-{{- end }}
+- SyncService/GetDeclared={{ include "arbor.componentName" (dict "root" .root "name" "webhook") }},{{ $gitsync }}
+- --grpc-allow
+- {{ printf "*=%s,%s" (join "," $authz.operators) $gitsync | quote }}
+{{- else }}
 - --grpc-allow
 - {{ printf "*=%s" (join "," $authz.operators) | quote }}
+{{- end }}
 {{- end }}
 {{- end -}}
 

@@ -103,6 +103,26 @@ fn gitsync_and_the_observer_share_their_work_by_shards_only_when_asked() {
     ));
     assert_flags(&sharded, "gitsync", &[("--shards", "6")]);
     assert_flags(&sharded, "observer", &[("--shards", "12")]);
+    // A gitsync replica passes a request about another replica's shard to it: each says on
+    // its membership Lease where it serves (its pod IP), verified as the Service's certificate.
+    let service_dns = format!("{}.{NAMESPACE}.svc", component_name("gitsync"));
+    assert_flags(
+        &sharded,
+        "gitsync",
+        &[
+            ("--grpc-advertise-address", "https://$(POD_IP):9090"),
+            ("--grpc-advertise-server-name", &service_dns),
+        ],
+    );
+    let pod_ip = common::workload::container(&sharded, "gitsync")
+        .env
+        .unwrap_or_default()
+        .into_iter()
+        .find(|var| var.name == "POD_IP")
+        .and_then(|var| var.value_from)
+        .and_then(|from| from.field_ref)
+        .map(|field| field.field_path);
+    assert_eq!(pod_ip.as_deref(), Some("status.podIP"));
     for component in ["gitsync", "observer"] {
         let replicas = common::workload::deployment(&sharded, component)
             .spec

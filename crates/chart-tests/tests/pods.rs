@@ -458,16 +458,20 @@ fn listeners_are_bounded_and_grpc_calls_authorized_per_caller() {
         let rules = flag_values(&args(&rendered, component), "--grpc-allow");
         let mut expected = Vec::new();
         if component == "gitsync" {
+            // gitsync's replicas pass each other what they cannot answer alone.
+            let gitsync = component_name("gitsync");
             expected.push(format!(
-                "SyncService/ReportDrift={}",
+                "SyncService/ReportDrift={},{gitsync}",
                 component_name("observer")
             ));
             expected.push(format!(
-                "SyncService/GetDeclared={}",
+                "SyncService/GetDeclared={},{gitsync}",
                 component_name("webhook")
             ));
+            expected.push(format!("*=arbor-operator,{gitsync}"));
+        } else {
+            expected.push("*=arbor-operator".to_owned());
         }
-        expected.push("*=arbor-operator".to_owned());
         assert_eq!(rules, expected, "{component}: --grpc-allow");
     }
     let operator: k8s_openapi::api::core::v1::Secret =

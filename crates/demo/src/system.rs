@@ -139,14 +139,16 @@ impl Controller {
 /// The `--grpc-allow` rules of controller `name`, as the chart gives them, for the identities
 /// this system issues (common names `observer`, `webhook`, `arborctl`, ...): the observer may
 /// report drift and the webhook read declared state on gitsync; arborctl (the operator) may
-/// call everything else, on every controller.
+/// call everything else, on every controller; gitsync's replicas may call each other.
 pub fn grpc_allow(name: &str) -> Vec<String> {
     let mut rules = Vec::new();
     if name == "gitsync" {
-        rules.push("SyncService/ReportDrift=observer".to_owned());
-        rules.push("SyncService/GetDeclared=webhook".to_owned());
+        rules.push("SyncService/ReportDrift=observer,gitsync".to_owned());
+        rules.push("SyncService/GetDeclared=webhook,gitsync".to_owned());
+        rules.push(format!("*={CLIENT_IDENTITY},gitsync"));
+    } else {
+        rules.push(format!("*={CLIENT_IDENTITY}"));
     }
-    rules.push(format!("*={CLIENT_IDENTITY}"));
     rules
         .into_iter()
         .flat_map(|rule| ["--grpc-allow".to_owned(), rule])

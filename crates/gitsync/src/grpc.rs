@@ -3,16 +3,27 @@
 //!
 //! | method | behaviour |
 //! |---|---|
-//! | GetStatus | the stored status of one source or of every source this instance reconciles |
+//! | GetStatus | the stored status of one source or of every source gitsync reconciles |
 //! | ListManaged | every declared object with its state (in sync, unmanaged, ignored, failed, …), filtered by source, namespace, kind and state |
 //! | Explain | the declarations of an object and the row of seeds/000's table that applies to it now: the inputs (columns), the action, the rule (`seeds/000 row N`) and the reason with the row's id |
-//! | TriggerSync | a full round of the source now; with `wait`, answers after it finished (at most two minutes). With `--shards`, a replica that does not hold the source's shard answers `FailedPrecondition` naming the replica that does (also in the `arbor-shard-holder` metadata), or `Unavailable` while none does |
-//! | ReportDrift | re-applies each reported object at once through the table (an unlabelled object is still left alone), under its source's shard; objects no source declares here come back as `unknown` (with `--shards`, also those of sources whose shard another replica holds) |
+//! | TriggerSync | a full round of the source now; with `wait`, answers after it finished (at most two minutes) |
+//! | ReportDrift | re-applies each reported object at once through the table (an unlabelled object is still left alone), under its source's shard; objects no source declares come back as `unknown` |
 //! | GetDeclared | the object as gitsync applies it (a Secret without `data` and `stringData`), with its source, file, commit and compare fields, for the webhook's drift prevention |
 //! | Preview | what a round would do with a revision or sent files ([`crate::controller::preview`]): each object's change, seeds/000 row and the fields an update changes (a Secret's by path only), and the guards that would stop it; writes nothing |
 //!
 //! Everything is read from the controllers' [`Registry`](crate::controller::Registry) except
 //! the live objects Explain and ReportDrift need, which are read from the API server.
+//!
+//! ## With `--shards`
+//!
+//! A replica's registry holds the sources of its shards only, so whichever replica the Service
+//! picks passes on what it cannot answer ([`PeerReplicas`]): TriggerSync goes to the holder of
+//! the source's shard; GetStatus and ListManaged gather every live replica's answer;
+//! GetDeclared, Explain and ReportDrift ask the others about objects no source declares here.
+//! A replica that should answer and does not makes the request fail (`Unavailable` naming it)
+//! rather than answer from part of the sources. Where the holder cannot be reached (it did not
+//! advertise an address), TriggerSync answers `FailedPrecondition` naming it (also in the
+//! `arbor-shard-holder` metadata), or `Unavailable` while no replica holds the shard.
 
 use std::time::Duration;
 
@@ -31,6 +42,7 @@ use crate::apply::{ApplyError, Target};
 use crate::controller::preview::{self, Change, PreviewError};
 use crate::controller::registry::{ObjectRecord, ObjectState, SourceRecord};
 use crate::controller::{Context, identity, shard};
+use crate::peer_replicas::{PeerAnswer, PeerReplicas};
 
 /// How long `TriggerSync` with `wait` waits for the round.
 const TRIGGER_PATIENCE: Duration = Duration::from_secs(120);
@@ -42,11 +54,12 @@ pub const SHARD_HOLDER: &str = "arbor-shard-holder";
 #[derive(Debug, Clone)]
 pub struct SyncServiceImpl {
     ctx: Context,
+    peers: PeerReplicas,
 }
 
 impl SyncServiceImpl {
-    pub fn new(ctx: Context) -> Self {
-        Self { ctx }
+    pub fn new(ctx: Context, peers: PeerReplicas) -> Self {
+        Self { ctx, peers }
     }
 
     pub fn into_server(self) -> SyncServiceServer<Self> {
@@ -125,6 +138,26 @@ impl SyncServiceImpl {
         let (situation, decision) = self.ctx.applier.decide(&target, live.as_ref());
         Ok((declarations, situation, decision.row, gvk))
     }
+}
+
+/// The other replicas' answers; the first failure (other than `expected`, such as a source
+/// it does not reconcile) fails the whole request, naming the replica, so that no answer is
+/// silently built from part of the sources.
+fn answered<R>(answers: Vec<PeerAnswer<R>>, expected: tonic::Code) -> Result<Vec<R>, Status> {
+    let mut answered = Vec::with_capacity(answers.len());
+    for (replica, answer) in answers {
+        match answer {
+            Ok(answer) => answered.push(answer),
+            Err(status) if status.code() == expected => {}
+            Err(status) => {
+                return Err(Status::new(
+                    status.code(),
+                    format!("replica {replica}: {}", status.message()),
+                ));
+            }
+        }
+    }
+    Ok(answered)
 }
 
 /// The answer to a request about `source` that reached a replica not holding its shard.
@@ -426,7 +459,7 @@ impl SyncService for SyncServiceImpl {
         request: Request<proto::GetStatusRequest>,
     ) -> Result<Response<proto::GetStatusResponse>, Status> {
         let wanted = source_ref_from(request.get_ref().source.as_ref())?;
-        let sources: Vec<proto::SourceStatus> = self
+        let mut sources: Vec<proto::SourceStatus> = self
             .ctx
             .registry
             .sources()
@@ -434,6 +467,22 @@ impl SyncService for SyncServiceImpl {
             .filter(|(source, _)| wanted.as_ref().is_none_or(|wanted| wanted == source))
             .map(|(source, record)| source_status(source, record))
             .collect();
+        if !PeerReplicas::forwarded(&request) && (wanted.is_none() || sources.is_empty()) {
+            let answers = self
+                .peers
+                .ask_all(request.get_ref(), |mut client, request| async move {
+                    client.get_status(request).await
+                })
+                .await;
+            for answer in answered(answers, tonic::Code::NotFound)? {
+                for status in answer.sources {
+                    // A source in hand-over may show on two replicas for a moment: once.
+                    if !sources.iter().any(|known| known.source == status.source) {
+                        sources.push(status);
+                    }
+                }
+            }
+        }
         if sources.is_empty()
             && let Some(wanted) = wanted
         {
@@ -450,6 +499,17 @@ impl SyncService for SyncServiceImpl {
     ) -> Result<Response<proto::ListManagedResponse>, Status> {
         let filter = request.get_ref();
         let wanted = source_ref_from(filter.source.as_ref())?;
+        let elsewhere = if PeerReplicas::forwarded(&request) {
+            Vec::new()
+        } else {
+            let answers = self
+                .peers
+                .ask_all(filter, |mut client, request| async move {
+                    client.list_managed(request).await
+                })
+                .await;
+            answered(answers, tonic::Code::Ok)?
+        };
         let mut objects = Vec::new();
         for (source, record) in self.ctx.registry.sources() {
             if wanted.as_ref().is_some_and(|wanted| *wanted != source) {
@@ -473,6 +533,16 @@ impl SyncService for SyncServiceImpl {
                 }
             }
         }
+        for answer in elsewhere {
+            for object in answer.objects {
+                if !objects
+                    .iter()
+                    .any(|known| known.object == object.object && known.source == object.source)
+                {
+                    objects.push(object);
+                }
+            }
+        }
         Ok(Response::new(proto::ListManagedResponse { objects }))
     }
 
@@ -482,6 +552,21 @@ impl SyncService for SyncServiceImpl {
     ) -> Result<Response<proto::ExplainResponse>, Status> {
         let (key, version) = object_key(request.get_ref().object.as_ref())?;
         let (declarations, situation, row, gvk) = self.assess(&key, &version).await?;
+        if declarations.is_empty() && !PeerReplicas::forwarded(&request) {
+            // Declared by a source of another replica's shard: that replica explains it.
+            let answers = self
+                .peers
+                .ask_all(request.get_ref(), |mut client, request| async move {
+                    client.explain(request).await
+                })
+                .await;
+            let declared = answered(answers, tonic::Code::Ok)?
+                .into_iter()
+                .find(|answer| !answer.declarations.is_empty());
+            if let Some(answer) = declared {
+                return Ok(Response::new(answer));
+            }
+        }
         let decision = proto::Decision {
             allowed: false,
             action: action(row.action()).into(),
@@ -509,10 +594,25 @@ impl SyncService for SyncServiceImpl {
         &self,
         request: Request<proto::TriggerSyncRequest>,
     ) -> Result<Response<proto::TriggerSyncResponse>, Status> {
+        let forwarded = PeerReplicas::forwarded(&request);
         let request = request.into_inner();
         let source = source_ref_from(request.source.as_ref())?
             .ok_or_else(|| Status::invalid_argument("source is required"))?;
         if let Some(elsewhere) = shard::held_elsewhere(&self.ctx, &source) {
+            if let Some(holder) = elsewhere.holder.as_deref().filter(|_| !forwarded) {
+                let answer = self
+                    .peers
+                    .ask(
+                        holder,
+                        request,
+                        TRIGGER_PATIENCE + Duration::from_secs(10),
+                        |mut client, request| async move { client.trigger_sync(request).await },
+                    )
+                    .await;
+                if let Some(answer) = answer {
+                    return answer.map(Response::new);
+                }
+            }
             return Err(held_elsewhere(&self.ctx, &source, &elsewhere));
         }
         let Some(before) = self.ctx.registry.get(&source) else {
@@ -539,21 +639,23 @@ impl SyncService for SyncServiceImpl {
         request: Request<proto::ReportDriftRequest>,
     ) -> Result<Response<proto::ReportDriftResponse>, Status> {
         let mut accepted = 0;
-        let mut unknown = Vec::new();
+        // Events about objects no source declares here, or whose source's shard this replica
+        // does not hold: another replica may place them.
+        let mut unplaced = Vec::new();
         for event in &request.get_ref().events {
             let (key, _) = object_key(event.object.as_ref())?;
             let declarations = self.ctx.registry.declarations(&key);
             let Some((source, _, record)) = declarations.into_iter().find(|(_, _, record)| {
                 !matches!(record.state, ObjectState::Ignored | ObjectState::Failed)
             }) else {
-                unknown.extend(event.object.clone());
+                unplaced.push(event.clone());
                 continue;
             };
             // Written only under the source's shard: its rounds may be running on another
             // replica, which then also corrects the drift.
             let Some(admitted) = shard::admit_source(&self.ctx, &source).await else {
                 tracing::info!(object = %key, %source, "drift reported for a source whose shard this replica does not hold");
-                unknown.extend(event.object.clone());
+                unplaced.push(event.clone());
                 continue;
             };
             accepted += 1;
@@ -601,6 +703,29 @@ impl SyncService for SyncServiceImpl {
                 }
             }
         }
+        let mut unknown: Vec<proto::ObjectRef> =
+            unplaced.iter().filter_map(|e| e.object.clone()).collect();
+        if !unplaced.is_empty() && !PeerReplicas::forwarded(&request) {
+            let question = proto::ReportDriftRequest { events: unplaced };
+            let answers = self
+                .peers
+                .ask_all(&question, |mut client, request| async move {
+                    client.report_drift(request).await
+                })
+                .await;
+            for (replica, answer) in answers {
+                match answer {
+                    Ok(answer) => {
+                        accepted += answer.accepted;
+                        unknown.retain(|object| answer.unknown.contains(object));
+                    }
+                    // What it would have accepted stays unknown; its next round corrects it.
+                    Err(status) => {
+                        tracing::warn!(%replica, error = %status.message(), "cannot pass drift reports to another replica")
+                    }
+                }
+            }
+        }
         Ok(Response::new(proto::ReportDriftResponse {
             accepted,
             unknown,
@@ -619,7 +744,21 @@ impl SyncService for SyncServiceImpl {
             .into_iter()
             .find(|(_, _, record)| record.state.may_manage());
         let Some((source, commit, record)) = declared else {
-            return Ok(Response::new(proto::GetDeclaredResponse::default()));
+            if PeerReplicas::forwarded(&request) {
+                return Ok(Response::new(proto::GetDeclaredResponse::default()));
+            }
+            // Drift prevention must not miss an object because the Service picked a replica
+            // whose shards do not hold its source.
+            let answers = self
+                .peers
+                .ask_all(request.get_ref(), |mut client, request| async move {
+                    client.get_declared(request).await
+                })
+                .await;
+            let declared = answered(answers, tonic::Code::Ok)?
+                .into_iter()
+                .find(|answer| answer.declared);
+            return Ok(Response::new(declared.unwrap_or_default()));
         };
         // A Secret's payload stays inside Secret protection (arbor_policy::secret): the answer
         // carries the rest of the object, which drift prevention compares.

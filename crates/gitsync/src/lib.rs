@@ -66,6 +66,7 @@ pub mod apply;
 pub mod controller;
 pub mod fetch;
 pub mod grpc;
+pub mod peer_replicas;
 pub mod run;
 
 pub use arbor_source::{document, error, files, hydrate, source};

@@ -28,6 +28,7 @@ use crate::controller::metrics::Metrics;
 use crate::controller::{Context, Registry, Settings, reconcile};
 use crate::fetch::{FetchSettings, Fetcher};
 use crate::grpc::SyncServiceImpl;
+use crate::peer_replicas::PeerReplicas;
 
 /// `arbor-gitsync`'s flags.
 #[derive(Debug, Clone, clap::Parser)]
@@ -244,9 +245,14 @@ pub async fn start(
 
     let grpc_addr = component
         .serve_grpc(tonic::service::Routes::new(
-            SyncServiceImpl::new(ctx.clone()).into_server(),
+            SyncServiceImpl::new(
+                ctx.clone(),
+                PeerReplicas::new(ctx.shards.clone(), component.tls().cloned()),
+            )
+            .into_server(),
         ))
         .await?;
+    component.advertise_grpc(&ctx.shards, grpc_addr)?;
     tracing::info!(%grpc_addr, "serving SyncService");
     ready.open();
     Ok(Some(Running {

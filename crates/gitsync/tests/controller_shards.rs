@@ -35,30 +35,34 @@ fn replica(identity: &str, cluster_gittracks: bool) -> Vec<String> {
 }
 
 async fn start_replica(cluster: &Cluster, identity: &str) -> anyhow::Result<Instance> {
-    start_replica_with(cluster, identity, false).await
+    start_replica_with(cluster, identity, false, &[]).await
 }
 
 async fn start_replica_with(
     cluster: &Cluster,
     identity: &str,
     cluster_gittracks: bool,
+    extra: &[String],
 ) -> anyhow::Result<Instance> {
-    let flags = replica(identity, cluster_gittracks);
+    let mut flags = replica(identity, cluster_gittracks);
+    flags.extend_from_slice(extra);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     start_instance(cluster.client.clone(), true, &flags).await
 }
 
 /// Replicas `gitsync-a` and `gitsync-b`, once each holds one of the two shards.
 async fn two_replicas(cluster: &Cluster) -> anyhow::Result<(Instance, Instance)> {
-    two_replicas_with(cluster, false).await
+    two_replicas_with(cluster, false, &[]).await
 }
 
+/// [`two_replicas`], each also given `extra` flags.
 async fn two_replicas_with(
     cluster: &Cluster,
     cluster_gittracks: bool,
+    extra: &[String],
 ) -> anyhow::Result<(Instance, Instance)> {
-    let a = start_replica_with(cluster, "gitsync-a", cluster_gittracks).await?;
-    let b = start_replica_with(cluster, "gitsync-b", cluster_gittracks).await?;
+    let a = start_replica_with(cluster, "gitsync-a", cluster_gittracks, extra).await?;
+    let b = start_replica_with(cluster, "gitsync-b", cluster_gittracks, extra).await?;
     eventually("each replica to hold one shard", || async {
         Ok((held(&a).len() == 1 && held(&b).len() == 1 && held(&a) != held(&b)).then_some(()))
     })
@@ -267,7 +271,7 @@ async fn an_object_a_source_of_another_replica_declares_is_released_not_deleted(
 async fn deleting_a_source_leaves_an_object_a_source_of_another_replica_declares()
 -> anyhow::Result<()> {
     let (cluster, first_repo, first_commit) = with_first_repo().await?;
-    let (a, b) = two_replicas_with(&cluster, true).await?;
+    let (a, b) = two_replicas_with(&cluster, true, &[]).await?;
     let replicas = [&a, &b];
     let shared = Shared::declare(&cluster, &replicas, &first_repo, &first_commit).await?;
     let configmaps = cluster.configmaps("foo");
@@ -390,48 +394,111 @@ async fn a_finalizer_makes_no_write_once_its_shard_is_lost() -> anyhow::Result<(
     Ok(())
 }
 
-/// A TriggerSync that reaches a replica not holding the source's shard is answered with an
-/// error that names the replica holding it (in the message and in the `arbor-shard-holder`
-/// metadata), so the caller can send it there; that replica runs the round. Before, the
-/// answer was only that this instance does not reconcile the source.
-#[tokio::test]
-async fn a_trigger_for_another_replicas_shard_names_the_replica_that_holds_it() -> anyhow::Result<()>
-{
+/// Two replicas, one GitTrack `foo/apps` (ConfigMap `one`) synced by the holder of its shard,
+/// once the other replica knows where the holder serves: the cluster, the holder, the other
+/// replica and the source.
+async fn one_source_on_two_replicas() -> anyhow::Result<(Cluster, Instance, Instance, SourceRef)> {
+    one_source_on_two_replicas_with(&[]).await
+}
+
+/// [`one_source_on_two_replicas`], the replicas also given `extra` flags.
+async fn one_source_on_two_replicas_with(
+    extra: &[String],
+) -> anyhow::Result<(Cluster, Instance, Instance, SourceRef)> {
     let cluster = Cluster::start().await?;
     cluster.namespace("arbor-system").await?;
     cluster.namespace("foo").await?;
     let repo = Repo::new()?;
     repo.write("one.yaml", &configmap(None, "one", "1"))?;
     let commit = repo.commit("one")?;
-    let (a, b) = two_replicas(&cluster).await?;
-    let replicas = [&a, &b];
+    let (a, b) = two_replicas_with(&cluster, false, extra).await?;
     let source = cluster.create_gittrack("foo", "apps", &repo).await?;
-    let holding = holder(&cluster, &replicas, &source).await?;
-    cluster.synced(holding, &source, &commit).await?;
-    let (other, holder_name) = if std::ptr::eq(holding, &a) {
-        (&b, "gitsync-a")
-    } else {
-        (&a, "gitsync-b")
-    };
-    let request = arbor_proto::v1::TriggerSyncRequest {
+    let holds_it = std::ptr::eq(holder(&cluster, &[&a, &b], &source).await?, &a);
+    let (holding, other) = if holds_it { (a, b) } else { (b, a) };
+    cluster.synced(&holding, &source, &commit).await?;
+    // The other replica passes requests on once it has seen who holds the shard and where
+    // that replica serves.
+    let shard = shard(&cluster, &source).await?;
+    eventually(
+        "the other replica to know the holder and where it serves",
+        || async {
+            let shards = &other.running().context().shards;
+            let holder = shards_identity(&holding);
+            Ok((shards.holder(shard).as_deref() == Some(holder))
+                .then(|| shards.peer(holder))
+                .flatten()
+                .map(drop))
+        },
+    )
+    .await?;
+    Ok((cluster, holding, other, source))
+}
+
+fn shards_identity(instance: &Instance) -> &str {
+    instance.running().context().shards.identity()
+}
+
+fn trigger(wait: bool) -> arbor_proto::v1::TriggerSyncRequest {
+    arbor_proto::v1::TriggerSyncRequest {
         source: Some(arbor_proto::v1::SourceRef {
             kind: arbor_proto::v1::SourceKind::GitTrack.into(),
             namespace: "foo".into(),
             name: "apps".into(),
         }),
-        wait: true,
+        wait,
+    }
+}
+
+/// TriggerSync reaching a replica that does not hold the source's shard is passed to the
+/// replica that does, which runs the round and answers. Before, the caller got
+/// FailedPrecondition and had to find the holder itself.
+#[tokio::test]
+async fn a_trigger_at_a_replica_without_the_shard_is_passed_to_its_holder() -> anyhow::Result<()> {
+    let (_cluster, holding, other, source) = one_source_on_two_replicas().await?;
+    let rounds = |instance: &Instance| {
+        instance
+            .running()
+            .context()
+            .registry
+            .get(&source)
+            .map_or(0, |record| record.rounds)
     };
-    // Right after a hand-over the other replica may not have seen the new holder yet: it
-    // answers Unavailable ("retry in a moment") until its next look at the Leases.
-    let refused = eventually("an answer that names the holder", || async {
-        let answer = other.grpc().await?.trigger_sync(request.clone()).await;
-        let refused = answer.expect_err("the replica without the shard does not take the request");
-        Ok((refused.code() != tonic::Code::Unavailable).then_some(refused))
-    })
-    .await?;
+    let before = rounds(&holding);
+    let answer = other
+        .grpc()
+        .await?
+        .trigger_sync(trigger(true))
+        .await?
+        .into_inner();
+    assert!(answer.completed, "the holder ran the round and said so");
+    assert!(rounds(&holding) > before, "the round ran on the holder");
+    assert_eq!(rounds(&other), 0, "no round ran on the other replica");
+    other.stop().await;
+    holding.stop().await;
+    Ok(())
+}
+
+/// A request another replica passed on is answered by its receiver alone (one hop at most):
+/// a replica without the shard names the holder (also in the `arbor-shard-holder` metadata)
+/// instead of passing it on again.
+#[tokio::test]
+async fn a_passed_on_trigger_is_not_passed_on_again_and_names_the_holder() -> anyhow::Result<()> {
+    let (_cluster, holding, other, _source) = one_source_on_two_replicas().await?;
+    let holder_name = shards_identity(&holding).to_owned();
+    let mut request = tonic::Request::new(trigger(true));
+    request.metadata_mut().insert(
+        arbor_gitsync::peer_replicas::FORWARDED_BY,
+        "gitsync-c".parse()?,
+    );
+    let refused = other
+        .grpc()
+        .await?
+        .trigger_sync(request)
+        .await
+        .expect_err("the replica without the shard does not take a passed-on request");
     assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
     assert!(
-        refused.message().contains(holder_name),
+        refused.message().contains(&holder_name),
         "the error names the holder: {}",
         refused.message()
     );
@@ -440,17 +507,117 @@ async fn a_trigger_for_another_replicas_shard_names_the_replica_that_holds_it() 
             .metadata()
             .get(arbor_gitsync::grpc::SHARD_HOLDER)
             .and_then(|value| value.to_str().ok()),
-        Some(holder_name)
+        Some(holder_name.as_str())
     );
-    let answered = holding
+    other.stop().await;
+    holding.stop().await;
+    Ok(())
+}
+
+/// Drift reported to a replica whose shards do not hold the object's source is passed to the
+/// others: the holder re-applies it at once and the answer counts it as accepted, while an
+/// object no source declares stays unknown. Before, the answer was "unknown" and the drift
+/// stayed until the holder's next round.
+#[tokio::test]
+async fn drift_reported_at_a_replica_without_the_shard_is_corrected_by_its_holder()
+-> anyhow::Result<()> {
+    let (cluster, holding, other, _source) = one_source_on_two_replicas().await?;
+    let configmaps = cluster.configmaps("foo");
+    configmaps
+        .patch(
+            "one",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"data": {"value": "tampered"}})),
+        )
+        .await?;
+    let answer = other
         .grpc()
         .await?
-        .trigger_sync(request)
+        .report_drift(arbor_proto::v1::ReportDriftRequest {
+            events: vec![
+                arbor_proto::v1::DriftEvent {
+                    object: Some(configmap_ref("foo", "one")),
+                    kind: arbor_proto::v1::DriftKind::Modified.into(),
+                    reporter: "test".into(),
+                    ..Default::default()
+                },
+                arbor_proto::v1::DriftEvent {
+                    object: Some(configmap_ref("foo", "not-declared")),
+                    kind: arbor_proto::v1::DriftKind::Modified.into(),
+                    reporter: "test".into(),
+                    ..Default::default()
+                },
+            ],
+        })
         .await?
         .into_inner();
-    assert!(answered.completed, "the holder ran the round");
-    b.stop().await;
-    a.stop().await;
+    assert_eq!(answer.accepted, 1, "the holder took the drift of `one`");
+    assert_eq!(answer.unknown, vec![configmap_ref("foo", "not-declared")]);
+    // Re-applied before the answer.
+    assert_eq!(configmaps.get("one").await?.data["data"]["value"], "1");
+    other.stop().await;
+    holding.stop().await;
+    Ok(())
+}
+
+/// What gitsync declares, its sources and its objects read the same at every replica: the
+/// webhook's drift prevention (GetDeclared) and arborctl (GetStatus, ListManaged, Explain)
+/// reach whichever replica the Service picks. Before, a replica answered from its own shards:
+/// `one` read as undeclared, the source as unknown.
+#[tokio::test]
+async fn every_replica_answers_for_the_sources_of_every_shard() -> anyhow::Result<()> {
+    let (_cluster, holding, other, _source) = one_source_on_two_replicas().await?;
+    let mut grpc = other.grpc().await?;
+    let declared = grpc
+        .get_declared(arbor_proto::v1::GetDeclaredRequest {
+            object: Some(configmap_ref("foo", "one")),
+        })
+        .await?
+        .into_inner();
+    assert!(declared.declared, "GetDeclared finds `one` on the holder");
+    assert_eq!(declared.file, "one.yaml");
+    let undeclared = grpc
+        .get_declared(arbor_proto::v1::GetDeclaredRequest {
+            object: Some(configmap_ref("foo", "not-declared")),
+        })
+        .await?
+        .into_inner();
+    assert!(!undeclared.declared);
+    let status = grpc
+        .get_status(arbor_proto::v1::GetStatusRequest {
+            source: trigger(false).source,
+        })
+        .await?
+        .into_inner();
+    assert_eq!(
+        status.sources.len(),
+        1,
+        "the source's status comes from its holder"
+    );
+    let all = grpc
+        .get_status(arbor_proto::v1::GetStatusRequest::default())
+        .await?
+        .into_inner();
+    assert_eq!(all.sources.len(), 1, "listed once");
+    let managed = grpc
+        .list_managed(arbor_proto::v1::ListManagedRequest::default())
+        .await?
+        .into_inner();
+    let names: Vec<_> = managed
+        .objects
+        .iter()
+        .filter_map(|object| object.object.as_ref().map(|o| o.name.as_str()))
+        .collect();
+    assert_eq!(names, ["one"]);
+    let explained = grpc
+        .explain(arbor_proto::v1::ExplainRequest {
+            object: Some(configmap_ref("foo", "one")),
+        })
+        .await?
+        .into_inner();
+    assert_eq!(explained.declarations.len(), 1, "explained by the holder");
+    other.stop().await;
+    holding.stop().await;
     Ok(())
 }
 
@@ -604,5 +771,92 @@ async fn a_deletion_is_confirmed_with_a_fresh_list_of_the_sources() -> anyhow::R
     cluster.emu.faults().clear();
     b.stop().await;
     a.stop().await;
+    Ok(())
+}
+
+/// The replicas call each other as they do in the chart: over mutual TLS, at an address their
+/// certificate does not name (the pod IP there, loopback here), verified as the Service's
+/// certificate (`--grpc-advertise-server-name`), and authorized by `--grpc-allow` rules that
+/// name gitsync beside each method's callers. arborctl's GetStatus and the observer's drift
+/// report reach the replica without the shard and are answered by the holder.
+#[tokio::test]
+async fn replicas_pass_requests_over_mutual_tls_as_the_chart_authorizes_them() -> anyhow::Result<()>
+{
+    use arbor_runtime::grpc::{self, TlsMaterial};
+    use arbor_testkit::pki::Authority;
+
+    let service = "arbor-gitsync.arbor-system.svc";
+    let ca = Authority::generate("arbor test CA")?;
+    let dir = tempfile::tempdir()?;
+    let write = |name: &str, content: &str| -> anyhow::Result<String> {
+        let path = dir.path().join(name);
+        std::fs::write(&path, content)?;
+        Ok(path.display().to_string())
+    };
+    let ca_file = write("ca.pem", ca.cert_pem())?;
+    let gitsync = ca.issue("gitsync", &[service])?;
+    let tls_flags = vec![
+        format!("--tls-cert={}", write("gitsync.pem", &gitsync.cert_pem)?),
+        format!("--tls-key={}", write("gitsync.key", &gitsync.key_pem)?),
+        format!("--tls-client-ca={ca_file}"),
+        format!("--grpc-advertise-server-name={service}"),
+    ];
+    let mut flags = arbor_testkit::system::grpc_allow("gitsync");
+    flags.extend(tls_flags);
+    let client_of = |common_name: &str| -> anyhow::Result<TlsMaterial> {
+        let leaf = ca.issue(common_name, &[common_name])?;
+        Ok(TlsMaterial {
+            cert_pem: Some(leaf.cert_pem),
+            key_pem: Some(leaf.key_pem),
+            ca_pem: Some(ca.cert_pem().to_owned()),
+        })
+    };
+    let (cluster, holding, other, _source) = one_source_on_two_replicas_with(&flags).await?;
+    let address = format!("https://127.0.0.1:{}", other.running().grpc_addr().port());
+    let connect = |tls: TlsMaterial| {
+        let endpoint = grpc::endpoint_verified_as(&address, Some(&tls), Some(service));
+        async move {
+            let channel = endpoint?.connect().await?;
+            anyhow::Ok(arbor_proto::v1::sync_service_client::SyncServiceClient::new(channel))
+        }
+    };
+    let status = connect(client_of(arbor_testkit::system::CLIENT_IDENTITY)?)
+        .await?
+        .get_status(arbor_proto::v1::GetStatusRequest {
+            source: trigger(false).source,
+        })
+        .await?
+        .into_inner();
+    assert_eq!(
+        status.sources.len(),
+        1,
+        "the holder answered through the other"
+    );
+    cluster
+        .configmaps("foo")
+        .patch(
+            "one",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"data": {"value": "tampered"}})),
+        )
+        .await?;
+    let drift = connect(client_of("observer")?)
+        .await?
+        .report_drift(arbor_proto::v1::ReportDriftRequest {
+            events: vec![arbor_proto::v1::DriftEvent {
+                object: Some(configmap_ref("foo", "one")),
+                kind: arbor_proto::v1::DriftKind::Modified.into(),
+                reporter: "observer".into(),
+                ..Default::default()
+            }],
+        })
+        .await?
+        .into_inner();
+    assert_eq!(
+        drift.accepted, 1,
+        "the holder accepted the observer's report"
+    );
+    other.stop().await;
+    holding.stop().await;
     Ok(())
 }

@@ -231,16 +231,6 @@ async fn drift_is_repaired_at_the_resync_period_without_an_observer() -> anyhow:
     Ok(())
 }
 
-fn object(name: &str) -> proto::ObjectRef {
-    proto::ObjectRef {
-        group: String::new(),
-        version: "v1".into(),
-        kind: "ConfigMap".into(),
-        namespace: "foo".into(),
-        name: name.into(),
-    }
-}
-
 #[tokio::test]
 async fn report_drift_reapplies_the_object_at_once() -> anyhow::Result<()> {
     let (cluster, instance, _repo, _source) = ten_configmaps(&[]).await?;
@@ -253,14 +243,14 @@ async fn report_drift_reapplies_the_object_at_once() -> anyhow::Result<()> {
         .report_drift(proto::ReportDriftRequest {
             events: vec![
                 proto::DriftEvent {
-                    object: Some(object("cm-2")),
+                    object: Some(configmap_ref("foo", "cm-2")),
                     kind: proto::DriftKind::Modified.into(),
                     changed_fields: vec!["data.value".into()],
                     reporter: "test".into(),
                     ..Default::default()
                 },
                 proto::DriftEvent {
-                    object: Some(object("not-declared")),
+                    object: Some(configmap_ref("foo", "not-declared")),
                     kind: proto::DriftKind::Modified.into(),
                     ..Default::default()
                 },
@@ -269,7 +259,7 @@ async fn report_drift_reapplies_the_object_at_once() -> anyhow::Result<()> {
         .await?
         .into_inner();
     assert_eq!(answer.accepted, 1);
-    assert_eq!(answer.unknown, vec![object("not-declared")]);
+    assert_eq!(answer.unknown, vec![configmap_ref("foo", "not-declared")]);
     // Re-applied before the answer: no wait.
     assert_eq!(configmaps.get("cm-2").await?.data["data"]["value"], "1");
     instance.stop().await;
@@ -318,7 +308,7 @@ async fn sync_service_reports_status_managed_objects_declarations_and_triggers_r
 
     let declared = grpc
         .get_declared(proto::GetDeclaredRequest {
-            object: Some(object("cm-0")),
+            object: Some(configmap_ref("foo", "cm-0")),
         })
         .await?
         .into_inner();
@@ -332,7 +322,7 @@ async fn sync_service_reports_status_managed_objects_declarations_and_triggers_r
     assert!(
         !grpc
             .get_declared(proto::GetDeclaredRequest {
-                object: Some(object("nope"))
+                object: Some(configmap_ref("foo", "nope"))
             })
             .await?
             .into_inner()

@@ -41,7 +41,7 @@ use crate::grpc::{self, GrpcError, TlsMaterial};
 use crate::lease::{LeaderElector, LeaseConfig};
 use crate::listener::{Limits, ListenerMetrics};
 use crate::metrics::MetricsRegistry;
-use crate::shards::{ShardConfig, ShardMetrics, Shards};
+use crate::shards::{PeerAddress, ShardConfig, ShardMetrics, Shards};
 use crate::shutdown::Shutdown;
 use crate::telemetry::{self, InvalidLogFilter};
 
@@ -218,6 +218,42 @@ impl Component {
         self.shutdown
             .spawn(listener.serve(grpc::router(routes, authz), self.shutdown.token()));
         Ok(address)
+    }
+
+    /// Tells the other replicas where this one serves gRPC (`bound`, the address
+    /// [`Component::serve_grpc`] returned), so that they pass it requests about the shards it
+    /// holds: `--grpc-advertise-address` when set, else the bound address when it is a
+    /// loopback one (tests, the demo). Nothing with one shard.
+    pub fn advertise_grpc(&self, shards: &Shards, bound: SocketAddr) -> Result<(), StartError> {
+        if shards.count() <= 1 {
+            return Ok(());
+        }
+        let server_name = self.args.grpc_advertise_server_name.clone();
+        let address = match &self.args.grpc_advertise_address {
+            Some(address) => address.clone(),
+            None if bound.ip().is_loopback() => {
+                let scheme = if self.tls.as_ref().is_some_and(TlsMaterial::serves) {
+                    "https"
+                } else {
+                    "http"
+                };
+                format!("{scheme}://{bound}")
+            }
+            None => {
+                tracing::info!(
+                    "no --grpc-advertise-address: a request about a shard another replica holds \
+                     is answered with that replica's name instead of being passed to it"
+                );
+                return Ok(());
+            }
+        };
+        // Checked now, so that a wrong flag stops the start instead of every forwarded request.
+        grpc::endpoint_verified_as(&address, self.tls.as_ref(), server_name.as_deref())?;
+        shards.advertise(PeerAddress {
+            address,
+            server_name,
+        });
+        Ok(())
     }
 
     /// Campaigns for the component's Lease when leader election is on; the gate lets every

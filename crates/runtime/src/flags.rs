@@ -36,6 +36,20 @@ pub struct CommonArgs {
     #[arg(long, env = "ARBOR_GRPC_ADDR", default_value = "0.0.0.0:9090")]
     pub grpc_addr: SocketAddr,
 
+    /// With `--shards` above 1: the URL the other replicas reach this replica's gRPC server at
+    /// (in a pod, `https://$(POD_IP):9090`), written on its membership Lease so that a request
+    /// about a shard another replica holds is passed to that replica. Default: the bound
+    /// address when it is a loopback one; otherwise such requests are answered with the
+    /// holder's name instead.
+    #[arg(long, env = "ARBOR_GRPC_ADVERTISE_ADDRESS")]
+    pub grpc_advertise_address: Option<String>,
+
+    /// The name the other replicas verify this replica's serving certificate against when they
+    /// call `--grpc-advertise-address` (one of the certificate's DNS names, such as the
+    /// Service's); default: the advertised address's host.
+    #[arg(long, env = "ARBOR_GRPC_ADVERTISE_SERVER_NAME")]
+    pub grpc_advertise_server_name: Option<String>,
+
     #[command(flatten)]
     pub tls: TlsArgs,
 

@@ -78,6 +78,11 @@ impl TlsMaterial {
         }))
     }
 
+    /// Whether this material lets the component serve TLS (a certificate and its key).
+    pub fn serves(&self) -> bool {
+        self.cert_pem.is_some() && self.key_pem.is_some()
+    }
+
     fn identity(&self) -> Option<Identity> {
         match (&self.cert_pem, &self.key_pem) {
             (Some(cert), Some(key)) => Some(Identity::from_pem(cert, key)),
@@ -228,6 +233,16 @@ pub async fn bind(addr: SocketAddr) -> Result<(TcpListenerStream, SocketAddr), G
 /// An endpoint for `address` (`https://host:port`, or `http://` on loopback), configured
 /// with the component's client identity and the CA that the server must chain to.
 pub fn endpoint(address: &str, tls: Option<&TlsMaterial>) -> Result<Endpoint, GrpcError> {
+    endpoint_verified_as(address, tls, None)
+}
+
+/// [`endpoint`], with the server's certificate verified against `server_name` instead of the
+/// address's host: another replica reached at its pod IP presents the Service's certificate.
+pub fn endpoint_verified_as(
+    address: &str,
+    tls: Option<&TlsMaterial>,
+    server_name: Option<&str>,
+) -> Result<Endpoint, GrpcError> {
     let invalid = |reason: String| GrpcError::InvalidEndpoint {
         address: address.to_owned(),
         reason,
@@ -248,7 +263,8 @@ pub fn endpoint(address: &str, tls: Option<&TlsMaterial>) -> Result<Endpoint, Gr
             Ok(endpoint)
         }
         Some("https") => {
-            let mut config = ClientTlsConfig::new().domain_name(host.trim_matches(['[', ']']));
+            let name = server_name.unwrap_or_else(|| host.trim_matches(['[', ']']));
+            let mut config = ClientTlsConfig::new().domain_name(name);
             if let Some(material) = tls {
                 if let Some(ca) = material.ca() {
                     config = config.ca_certificate(ca);

@@ -17,6 +17,7 @@
 //! - on shutdown the holder releases the Lease (empties `holderIdentity`), so a successor
 //!   takes over at its next attempt instead of after a full lease duration.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -72,6 +73,9 @@ pub struct LeaderElector {
     config: LeaseConfig,
     /// The last Lease record seen (holder, renew time, transitions) and when it was first seen.
     observed: Option<(ObservedRecord, Instant)>,
+    /// Annotations this candidate writes on the Lease whenever it creates or renews it (what
+    /// the holder tells the other candidates, such as where to reach it).
+    annotations: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +101,13 @@ impl LeaderElector {
             api: Api::namespaced(client, &config.namespace),
             config,
             observed: None,
+            annotations: BTreeMap::new(),
         }
+    }
+
+    /// Sets `key` to `value` on the Lease from the next creation or renewal on.
+    pub fn annotate(&mut self, key: &str, value: &str) {
+        self.annotations.insert(key.to_owned(), value.to_owned());
     }
 
     /// One election step: create, renew or take over the Lease when this candidate may.
@@ -121,6 +131,12 @@ impl LeaderElector {
         }
         spec.renew_time = Some(stamp);
         spec.lease_duration_seconds = Some(self.config.lease_duration.as_secs() as i32);
+        if !self.annotations.is_empty() {
+            next.metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .extend(self.annotations.clone());
+        }
         self.write(
             |api, name| async move { api.replace(&name, &PostParams::default(), &next).await },
         )
@@ -224,6 +240,7 @@ impl LeaderElector {
             metadata: ObjectMeta {
                 name: Some(self.config.name.clone()),
                 namespace: Some(self.config.namespace.clone()),
+                annotations: (!self.annotations.is_empty()).then(|| self.annotations.clone()),
                 ..ObjectMeta::default()
             },
             spec: Some(LeaseSpec {

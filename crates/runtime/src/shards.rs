@@ -59,6 +59,31 @@ pub struct ShardArgs {
     pub shards: u32,
 }
 
+/// Annotation of a membership Lease: the URL its replica serves gRPC at.
+pub const ADDRESS_ANNOTATION: &str = "arbor.dev/grpc-address";
+/// Annotation of a membership Lease: the name its replica's serving certificate is verified
+/// against, when not the address's host.
+pub const SERVER_NAME_ANNOTATION: &str = "arbor.dev/grpc-server-name";
+
+/// Where another replica serves gRPC, as its membership Lease says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerAddress {
+    /// `https://host:port`, or `http://` on loopback.
+    pub address: String,
+    /// The name its certificate is verified against; the address's host when `None`.
+    pub server_name: Option<String>,
+}
+
+impl PeerAddress {
+    fn of(lease: &Lease) -> Option<Self> {
+        let annotations = lease.metadata.annotations.as_ref()?;
+        Some(Self {
+            address: annotations.get(ADDRESS_ANNOTATION)?.clone(),
+            server_name: annotations.get(SERVER_NAME_ANNOTATION).cloned(),
+        })
+    }
+}
+
 /// How one replica takes part in sharding.
 #[derive(Debug, Clone)]
 pub struct ShardConfig {
@@ -158,6 +183,10 @@ struct Inner {
     renewed: Mutex<Vec<Option<Instant>>>,
     /// Per shard, the replica its Lease names while unexpired, as last listed.
     holders: Mutex<Vec<Option<String>>>,
+    /// Where this replica serves gRPC, for the others (written on its membership Lease).
+    advertised: Mutex<Option<PeerAddress>>,
+    /// Where each other live replica serves gRPC, as its membership Lease said at the last look.
+    peers: Mutex<BTreeMap<String, PeerAddress>>,
     /// Per shard, shared by the guards of work in flight; taken exclusively to hand it over.
     in_flight: Vec<Arc<RwLock<()>>>,
     /// The shards held and how many times a shard was gained, republished on every change.
@@ -185,6 +214,8 @@ impl Shards {
                 deadline,
                 renewed: Mutex::new(vec![None; count as usize]),
                 holders: Mutex::new(vec![None; count as usize]),
+                advertised: Mutex::new(None),
+                peers: Mutex::new(BTreeMap::new()),
                 in_flight: (0..count).map(|_| Arc::new(RwLock::new(()))).collect(),
                 held: watch::channel(Held::default()).0,
                 metrics,
@@ -233,6 +264,30 @@ impl Shards {
 
     fn set_holders(&self, holders: Vec<Option<String>>) {
         *lock(&self.inner.holders) = holders;
+    }
+
+    /// Tells the other replicas (from the next renewal of the membership Lease on) where this
+    /// one serves gRPC, so that they can pass it requests about the shards it holds.
+    pub fn advertise(&self, address: PeerAddress) {
+        *lock(&self.inner.advertised) = Some(address);
+    }
+
+    fn advertised(&self) -> Option<PeerAddress> {
+        lock(&self.inner.advertised).clone()
+    }
+
+    /// Where replica `identity` serves gRPC, if it is alive and said so at the last look.
+    pub fn peer(&self, identity: &str) -> Option<PeerAddress> {
+        lock(&self.inner.peers).get(identity).cloned()
+    }
+
+    /// Every other live replica that said where it serves gRPC, by identity.
+    pub fn peers(&self) -> BTreeMap<String, PeerAddress> {
+        lock(&self.inner.peers).clone()
+    }
+
+    fn set_peers(&self, peers: BTreeMap<String, PeerAddress>) {
+        *lock(&self.inner.peers) = peers;
     }
 
     /// The shards held now.
@@ -460,6 +515,13 @@ impl Manager {
 
     async fn step(&mut self) -> Result<(), crate::lease::LeaseError> {
         // Our own membership first: the others size their share by it.
+        if let Some(advertised) = self.shards.advertised() {
+            self.member
+                .annotate(ADDRESS_ANNOTATION, &advertised.address);
+            if let Some(name) = &advertised.server_name {
+                self.member.annotate(SERVER_NAME_ANNOTATION, name);
+            }
+        }
         let _ = self.member.try_acquire_or_renew().await?;
         let leases = match self.api.list(&ListParams::default()).await {
             Ok(list) => list.items,
@@ -571,6 +633,7 @@ impl Manager {
         let member_prefix = format!("{}-member-", self.config.prefix);
         let own = self.config.member_lease();
         let mut members = BTreeSet::from([self.config.identity.clone()]);
+        let mut peers = BTreeMap::new();
         self.others.retain(|name, _| leases.contains_key(name));
         for (name, lease) in leases.range(member_prefix.clone()..) {
             if !name.starts_with(&member_prefix) {
@@ -585,6 +648,9 @@ impl Manager {
             let seen = elector.observe(lease);
             match (seen.holder, seen.expired) {
                 (Some(holder), false) => {
+                    if let Some(address) = PeerAddress::of(lease) {
+                        peers.insert(holder.clone(), address);
+                    }
                     members.insert(holder);
                 }
                 (_, true) => dead.extend(
@@ -597,6 +663,7 @@ impl Manager {
                 (None, false) => {}
             }
         }
+        self.shards.set_peers(peers);
         (members, dead)
     }
 

@@ -27,9 +27,11 @@ async fn serve_health(tls: &TlsMaterial, shutdown: CancellationToken) -> SocketA
 }
 
 async fn check(address: &str, tls: &TlsMaterial) -> Result<(), String> {
-    let channel = grpc::connect(address, Some(tls))
-        .await
-        .map_err(|e| e.to_string())?;
+    check_at(grpc::endpoint(address, Some(tls)).map_err(|e| e.to_string())?).await
+}
+
+async fn check_at(endpoint: tonic::transport::Endpoint) -> Result<(), String> {
+    let channel = endpoint.connect().await.map_err(|e| format!("{e:?}"))?;
     HealthClient::new(channel)
         .check(HealthCheckRequest {
             service: String::new(),
@@ -114,6 +116,31 @@ async fn client_refuses_a_server_its_ca_did_not_sign() {
     assert!(
         refused.is_err(),
         "a server outside the trusted CA must be refused"
+    );
+    shutdown.cancel();
+}
+
+/// Another replica is reached at its pod IP, which its certificate (issued for the Service)
+/// does not name: the caller verifies it against the Service's name instead
+/// (`--grpc-advertise-server-name`), and without that name the same connection is refused.
+#[tokio::test]
+async fn a_replica_at_an_address_its_certificate_does_not_name_is_verified_by_the_service_name() {
+    let ca = Authority::generate("arbor test CA").unwrap();
+    let service = "arbor-gitsync.arbor-system.svc";
+    let server_tls = material(&ca, &ca.issue("arbor-gitsync", &[service]).unwrap());
+    let peer_tls = material(&ca, &ca.issue("arbor-gitsync", &[service]).unwrap());
+    let shutdown = CancellationToken::new();
+    let addr = serve_health(&server_tls, shutdown.clone()).await;
+    let address = format!("https://127.0.0.1:{}", addr.port());
+    let health = |server_name: Option<&str>| {
+        check_at(grpc::endpoint_verified_as(&address, Some(&peer_tls), server_name).unwrap())
+    };
+    health(Some(service))
+        .await
+        .expect("verified against the Service's name");
+    assert!(
+        health(None).await.is_err(),
+        "the pod IP is not in the certificate"
     );
     shutdown.cancel();
 }

@@ -351,6 +351,17 @@ pub fn configmap(namespace: Option<&str>, name: &str, value: &str) -> String {
     )
 }
 
+/// ConfigMap `namespace/name` as the gRPC API names objects.
+pub fn configmap_ref(namespace: &str, name: &str) -> arbor_proto::v1::ObjectRef {
+    arbor_proto::v1::ObjectRef {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: namespace.into(),
+        name: name.into(),
+    }
+}
+
 /// The labels of a live object.
 pub fn labels(object: &DynamicObject) -> std::collections::BTreeMap<String, String> {
     object.metadata.labels.clone().unwrap_or_default()
