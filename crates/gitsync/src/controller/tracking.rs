@@ -28,15 +28,13 @@ use arbor_policy::sync::{Action, CompareFields};
 use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference};
-use kube::api::{
-    DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions,
-};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::Context;
 use super::error::ControllerError;
-use super::live_objects::LIST_PAGE;
+use super::paged_list::for_each_page;
 use super::plan::PlannedObject;
 use super::source_cache::{CachedSource, Freshness};
 use super::source_handle::SourceHandle;
@@ -305,21 +303,19 @@ where
                 Some(namespace) => Api::namespaced_with(ctx.client.clone(), namespace, &resource),
                 None => Api::all_with(ctx.client.clone(), &resource),
             };
+            let api = &api;
             let mut objects = Vec::new();
-            let mut params = ListParams::default().limit(LIST_PAGE);
-            loop {
-                let page = api.list(&params).await.map_err(|source| {
-                    ControllerError::kube("list", K::kind(&()).into_owned(), source)
-                })?;
-                objects.extend(page.items.into_iter().map(|mut object| {
-                    tracking_store::trim(&mut object);
-                    Arc::new(object)
-                }));
-                match page.metadata.continue_.filter(|token| !token.is_empty()) {
-                    Some(token) => params = params.continue_token(&token),
-                    None => break,
-                }
-            }
+            for_each_page(
+                |params| async move { api.list(&params).await },
+                |items| {
+                    objects.extend(items.into_iter().map(|mut object| {
+                        tracking_store::trim(&mut object);
+                        Arc::new(object)
+                    }));
+                },
+            )
+            .await
+            .map_err(|source| ControllerError::kube("list", K::kind(&()).into_owned(), source))?;
             objects
         }
     };
