@@ -159,10 +159,8 @@ pub async fn run<K: SourceKind>(
             })
         };
         let mut step = plan(tracking::other_sources(ctx, Freshness::Cached).await);
-        // A deletion is confirmed with a fresh list of the sources: a cache behind a watch
-        // outage can miss a conflict reported meanwhile.
-        if deletes(&step) {
-            step = plan(tracking::other_sources(ctx, Freshness::Listed).await);
+        if let Some(fresh) = Freshness::Cached.to_confirm(step.deletes()) {
+            step = plan(tracking::other_sources(ctx, fresh).await);
         }
         let now = match step {
             DeletionStep::Blocked(message) => {
@@ -219,16 +217,6 @@ pub async fn run<K: SourceKind>(
     }
     progress.write(None).await?;
     Ok(Action::requeue(RECHECK))
-}
-
-/// Whether `step` deletes an object.
-fn deletes(step: &DeletionStep) -> bool {
-    match step {
-        DeletionStep::Proceed { now, .. } => now
-            .iter()
-            .any(|(_, disposal)| *disposal == Disposal::Delete),
-        DeletionStep::Blocked(_) | DeletionStep::WaitForOtherSources(_) => false,
-    }
 }
 
 fn count(n: usize) -> i64 {

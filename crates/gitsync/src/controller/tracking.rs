@@ -20,7 +20,9 @@ use arbor_api::keys::{GITSYNC_FIELD_MANAGER, GITSYNC_FINALIZER, SourceRef};
 use arbor_api::source::DeletionPolicy;
 use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, DeclaredObject, GitTrack, GitTrackObject};
 use arbor_policy::object::{GroupVersionKind, ObjectKey, gvk};
-use arbor_policy::ownership::{ClusterGitTrackMode, Owner, OwningSourceKind, TrackingObject};
+use arbor_policy::ownership::{
+    ClusterGitTrackMode, Owner, OwnerRef, OwningSourceKind, TrackingHolder, TrackingObject,
+};
 use arbor_policy::sync::round::{
     self, Elsewhere, Finalize, FinalizeInput, OtherSource, SourceSeen, SourceStanding,
 };
@@ -183,12 +185,16 @@ impl Tracked {
         }
     }
 
-    fn owned_by(&self, uid: &str) -> bool {
-        self.meta
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|owner| owner.uid == uid && owner.controller == Some(true))
+    /// Who holds it, seen from the source with `source_uid` ([`TrackingHolder::of`]).
+    fn holder(&self, source_uid: &str) -> TrackingHolder {
+        let references = self.meta.owner_references.iter().flatten();
+        TrackingHolder::of(
+            references.map(|owner| OwnerRef {
+                uid: &owner.uid,
+                controller: owner.controller == Some(true),
+            }),
+            source_uid,
+        )
     }
 }
 
@@ -220,7 +226,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// The tracking objects a source can see, split by who manages them.
+/// The tracking objects a source can see, split by who holds them ([`TrackingHolder::of`]).
 #[derive(Debug, Default)]
 pub struct Inventory {
     /// The source's own (its inventory), by the key of the object each tracks.
@@ -253,12 +259,14 @@ pub async fn list_inventory(
     read_from: InventoryRead,
 ) -> Result<Inventory, ControllerError> {
     let mut inventory = Inventory::default();
-    let mut collect = |tracked: Tracked| {
-        if tracked.owned_by(&handle.uid) {
+    let mut collect = |tracked: Tracked| match tracked.holder(&handle.uid) {
+        TrackingHolder::Ours => {
             inventory.owned.insert(tracked.key.clone(), tracked);
-        } else if controller_reference(&tracked).is_some() {
+        }
+        TrackingHolder::Another => {
             inventory.others.insert(tracked.key.clone(), tracked);
-        } else {
+        }
+        TrackingHolder::Unowned => {
             inventory.unowned.insert(tracked.key);
         }
     };
@@ -739,11 +747,10 @@ impl Finalizing {
             });
             (decision, others)
         };
-        // From the caches first; a decision to delete is confirmed with a fresh list, since a
-        // cache behind a watch outage can miss a conflict reported meanwhile.
+        // From the caches first; a decision that may delete is made again from a fresh list.
         let (mut decision, mut others) = decide(other_sources(ctx, Freshness::Cached).await);
-        if matches!(decision, Finalize::ApplyTable { .. }) {
-            (decision, others) = decide(other_sources(ctx, Freshness::Listed).await);
+        if let Some(fresh) = Freshness::Cached.to_confirm(decision.may_delete()) {
+            (decision, others) = decide(other_sources(ctx, fresh).await);
         }
         Ok(Self {
             tracked: Some(tracked),
