@@ -21,6 +21,29 @@ use kube::Api;
 
 use crate::eventually;
 
+/// Replicas each sharding test runs.
+pub const REPLICAS: usize = 3;
+/// Shards they share: two each while all three run, three each with one killed.
+pub const SHARDS: u32 = 6;
+/// The replicas' lease duration: short, so a killed replica's shards move within seconds.
+pub const LEASE_DURATION: Duration = Duration::from_secs(5);
+/// Where the shard Leases live.
+pub const LEASE_NAMESPACE: &str = "arbor-system";
+
+/// The name of replica `replica` of a component whose replicas are `<prefix><i>` (`gitsync-`,
+/// `observer-`): its Lease identity and the username of its token.
+pub fn replica_name(prefix: &str, replica: usize) -> String {
+    format!("{prefix}{replica}")
+}
+
+/// [`replica_name`] of each of `replicas`.
+pub fn replica_names(prefix: &str, replicas: &[usize]) -> Vec<String> {
+    replicas
+        .iter()
+        .map(|replica| replica_name(prefix, *replica))
+        .collect()
+}
+
 /// One component's shard Leases: `<prefix><i>` in `namespace`, `count` of them.
 #[derive(Debug, Clone, Copy)]
 pub struct ShardLeases<'a> {

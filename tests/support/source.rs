@@ -25,7 +25,7 @@
 
 use std::path::PathBuf;
 
-use arbor_testkit::source::{ClusterSource, KUBECONFIG_ENV, WEBHOOK_HOST_ENV};
+use arbor_testkit::source::{ClusterSource, KUBECONFIG_ENV, SharedCluster, WEBHOOK_HOST_ENV};
 
 /// `charts/arbor/crds`: the CRDs a user installs.
 pub fn crd_dir() -> PathBuf {
@@ -36,10 +36,13 @@ pub fn crd_dir() -> PathBuf {
 /// test. Panics with the reason when the variable names no file, so that a typo fails the
 /// run rather than quietly testing the emulator.
 pub fn cluster_source() -> ClusterSource {
-    match ClusterSource::from_env(crd_dir()) {
-        Ok(source) => source,
-        Err(error) => panic!("{error}"),
-    }
+    shared_cluster().map_or_else(ClusterSource::default, |shared| shared.source())
+}
+
+/// The cluster `ARBOR_E2E_KUBECONFIG` names, with the CRDs of [`crd_dir`]; `None` when the
+/// tests start emulators. Panics as [`cluster_source`] does.
+pub fn shared_cluster() -> Option<SharedCluster> {
+    SharedCluster::from_env(crd_dir()).unwrap_or_else(|error| panic!("{error}"))
 }
 
 /// Something only some API servers offer the tests.
@@ -111,7 +114,6 @@ mod tests {
         ClusterSource::Existing(ExistingCluster {
             kubeconfig: PathBuf::from("/home/me/.kube/kind"),
             webhook_host: webhook_host.map(|host| host.parse().unwrap()),
-            crd_dir: crd_dir(),
         })
     }
 

@@ -12,6 +12,9 @@ use anyhow::Context;
 use arbor_proto::v1::sync_service_client::SyncServiceClient;
 use arbor_proto::v1::{SourceKind, SourceRef, TriggerSyncRequest};
 use arbor_runtime::grpc::{TlsMaterial, connect};
+use arbor_testkit::process::DROP_GRACE;
+use arbor_testkit::shared::ClusterLease;
+use arbor_testkit::source::SharedCluster;
 use arbor_testkit::{System, SystemConfig};
 use tempfile::TempDir;
 use tonic::transport::Channel;
@@ -29,10 +32,66 @@ const CONTROLLERS: [(&str, &str); 5] = [
 ];
 
 /// A running system and the directory it writes into (removed after the system stops).
+/// On an existing cluster it holds the test's turn there: when it is dropped, the controllers
+/// stop first (nothing re-creates what goes), then what the test made is deleted, then the
+/// cluster is free for the next test.
 #[derive(Debug)]
 pub struct TestSystem {
     pub system: System,
+    lease: Option<ClusterLease>,
     pub dir: TempDir,
+}
+
+impl TestSystem {
+    /// Starts the system of `config` with `dir` as its directory; on an existing cluster,
+    /// after taking the test's turn there (with the CRDs of [`crate::source::crd_dir`]).
+    pub async fn start(config: SystemConfig, dir: TempDir) -> anyhow::Result<TestSystem> {
+        let lease = match config.cluster.existing() {
+            Some(cluster) => {
+                let shared = SharedCluster {
+                    cluster: cluster.clone(),
+                    crd_dir: crate::source::crd_dir(),
+                };
+                let domain = config
+                    .domain
+                    .as_deref()
+                    .unwrap_or(arbor_api::keys::DEFAULT_DOMAIN);
+                let (_, lease) =
+                    ClusterLease::take(&shared, domain, config.startup_timeout).await?;
+                Some(lease)
+            }
+            None => None,
+        };
+        match System::start(config).await {
+            Ok(system) => Ok(TestSystem { system, lease, dir }),
+            // The controllers that started stopped when the system was dropped inside
+            // `start`: what they made can go now.
+            Err(error) => {
+                if let Some(lease) = lease
+                    && let Err(cleanup) = lease.clean_up()
+                {
+                    eprintln!("cleaning up the cluster after a system failed to start: {cleanup}");
+                }
+                Err(error.into())
+            }
+        }
+    }
+}
+
+impl Drop for TestSystem {
+    fn drop(&mut self) {
+        let Some(lease) = self.lease.take() else {
+            return;
+        };
+        self.system.stop(DROP_GRACE);
+        if let Err(error) = lease.clean_up() {
+            // A Drop cannot fail; the next test would meet what is left, so say it loudly.
+            eprintln!(
+                "cleaning up the cluster of {} after a test: {error}",
+                self.system.kubeconfig.display()
+            );
+        }
+    }
 }
 
 impl std::ops::Deref for TestSystem {
@@ -105,8 +164,7 @@ async fn start_configured(
     config.startup_timeout = WAIT;
     config.cluster = crate::source::cluster_source();
     adjust(&mut config);
-    let system = System::start(config).await?;
-    Ok(TestSystem { system, dir })
+    TestSystem::start(config, dir).await
 }
 
 /// The mutual-TLS material of the test client (`arborctl`'s identity).

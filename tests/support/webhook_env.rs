@@ -34,7 +34,7 @@ use anyhow::Context;
 use arbor_testkit::cluster::{ensure_namespace, install_crds, parse_documents};
 use arbor_testkit::ports::{free_addr, free_addr_on};
 use arbor_testkit::shared::ClusterLease;
-use arbor_testkit::source::{ClusterSource, ExistingCluster, KUBECONFIG_ENV, WEBHOOK_HOST_ENV};
+use arbor_testkit::source::{KUBECONFIG_ENV, SharedCluster, WEBHOOK_HOST_ENV};
 use arbor_testkit::tls::TlsFiles;
 use arbor_testkit::{Process, ProcessSpec};
 use base64::Engine as _;
@@ -127,8 +127,8 @@ impl WebhookEnv {
     /// `ARBOR_E2E_KUBECONFIG`) and installs Arbor's CRDs and the `arbor-system` namespace.
     pub async fn start() -> anyhow::Result<WebhookEnv> {
         let dir = tempfile::tempdir()?;
-        if let ClusterSource::Existing(cluster) = crate::source::cluster_source() {
-            return Self::take(cluster, dir).await;
+        if let Some(shared) = crate::source::shared_cluster() {
+            return Self::take(shared, dir).await;
         }
         let tokens = write_token_file(dir.path())?;
         let admin_kubeconfig = dir.path().join(User::Admin.file_name());
@@ -168,12 +168,13 @@ impl WebhookEnv {
 
     /// The environment on an existing cluster: its turn taken, the CRDs installed, the users
     /// impersonated and granted what the emulator grants them.
-    async fn take(cluster: ExistingCluster, dir: TempDir) -> anyhow::Result<WebhookEnv> {
-        let webhook_host = cluster.webhook_host.with_context(|| {
+    async fn take(shared: SharedCluster, dir: TempDir) -> anyhow::Result<WebhookEnv> {
+        let webhook_host = shared.cluster.webhook_host.with_context(|| {
             format!("{WEBHOOK_HOST_ENV} is needed on the cluster of {KUBECONFIG_ENV}")
         })?;
         let (client, lease) =
-            ClusterLease::take(&cluster, arbor_api::keys::DEFAULT_DOMAIN, WAIT).await?;
+            ClusterLease::take(&shared, arbor_api::keys::DEFAULT_DOMAIN, WAIT).await?;
+        let cluster = shared.cluster;
         let admin_yaml = std::fs::read_to_string(&cluster.kubeconfig)
             .with_context(|| format!("reading {}", cluster.kubeconfig.display()))?;
         let base = cluster.kubeconfig.parent().unwrap_or(Path::new("."));

@@ -8,12 +8,11 @@
 use std::net::Ipv4Addr;
 
 use arbor_e2e::eventually;
-use arbor_e2e::source::crd_dir;
-use arbor_e2e::system::{WAIT, bin_dir, example};
+use arbor_e2e::system::{TestSystem, WAIT, bin_dir, example};
 use arbor_testkit::cluster::{apply, apply_yaml, client_for, ensure_namespace};
 use arbor_testkit::source::{ClusterSource, ExistingCluster};
 use arbor_testkit::system::WEBHOOK_CONFIGURATION;
-use arbor_testkit::{ProcessSpec, System, SystemConfig};
+use arbor_testkit::{ProcessSpec, SystemConfig};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::ClusterRole;
@@ -67,9 +66,10 @@ async fn a_system_on_an_existing_cluster_removes_what_its_test_made_and_keeps_th
     config.cluster = ClusterSource::Existing(ExistingCluster {
         kubeconfig: kubeconfig.clone(),
         webhook_host: Some(Ipv4Addr::LOCALHOST.into()),
-        crd_dir: crd_dir(),
     });
-    let system = System::start(config).await.unwrap();
+    let system = TestSystem::start(config, tempfile::tempdir().unwrap())
+        .await
+        .unwrap();
     assert!(system.emulator.is_none(), "no emulator of its own");
     assert_eq!(system.kubeconfig, kubeconfig);
 

@@ -83,10 +83,7 @@ async fn start_synced(resync_period: &str) -> anyhow::Result<Synced> {
     config.resync_period = resync_period.to_owned();
     config.startup_timeout = WAIT;
     config.cluster = arbor_e2e::source::cluster_source();
-    let system = TestSystem {
-        system: System::start(config).await?,
-        dir,
-    };
+    let system = TestSystem::start(config, dir).await?;
     let client = system.client.clone();
     ensure_namespace(&client, NAMESPACE).await?;
     apply(

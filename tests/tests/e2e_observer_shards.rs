@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 
 use arbor_api::{Application, ApplicationState};
 use arbor_e2e::eventually;
-use arbor_e2e::shards::{Replica, ShardLeases};
+use arbor_e2e::shards::{
+    LEASE_DURATION, LEASE_NAMESPACE, REPLICAS, Replica, SHARDS, ShardLeases, replica_name,
+    replica_names,
+};
 use arbor_e2e::system::WAIT;
 use arbor_kube_emu::KubeEmu;
 use arbor_kube_emu::accounting::RequestRecord;
@@ -28,27 +31,17 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-const REPLICAS: usize = 3;
-const SHARDS: u32 = 6;
 const APPLICATIONS: usize = 300;
-const LEASE_DURATION: Duration = Duration::from_secs(5);
-const NAMESPACE: &str = "arbor-system";
+/// The replicas' names: `observer-<i>`.
+const REPLICA_PREFIX: &str = "observer-";
 const LEASES: ShardLeases<'static> = ShardLeases {
-    namespace: NAMESPACE,
+    namespace: LEASE_NAMESPACE,
     prefix: "arbor-observer-shard-",
     count: SHARDS,
 };
 
 fn namespace_of(application: usize) -> String {
     format!("app-{application:03}")
-}
-
-fn replica_name(replica: usize) -> String {
-    format!("observer-{replica}")
-}
-
-fn names(replicas: &[usize]) -> Vec<String> {
-    replicas.iter().copied().map(replica_name).collect()
 }
 
 fn manifest(revision: u32) -> serde_json::Value {
@@ -61,7 +54,7 @@ fn manifest(revision: u32) -> serde_json::Value {
 }
 
 fn observer(emu: &KubeEmu, dir: &Path, replica: usize) -> Process {
-    let name = replica_name(replica);
+    let name = replica_name(REPLICA_PREFIX, replica);
     let replica = Replica {
         binary: "arbor-observer",
         name: &name,
@@ -167,7 +160,7 @@ async fn three_replicas_share_three_hundred_applications_take_over_a_killed_ones
         .await
         .unwrap();
     install_crds(&client, WAIT).await.unwrap();
-    ensure_namespace(&client, NAMESPACE).await.unwrap();
+    ensure_namespace(&client, LEASE_NAMESPACE).await.unwrap();
     let tempdir = tempfile::tempdir().unwrap();
     let dir = tempdir.path();
     for application in 0..APPLICATIONS {
@@ -186,7 +179,9 @@ async fn three_replicas_share_three_hundred_applications_take_over_a_killed_ones
     let mut replicas: Vec<Process> = (0..REPLICAS)
         .map(|replica| observer(&emu, dir, replica))
         .collect();
-    let holders = LEASES.balanced(&client, &names(&[0, 1, 2]), WAIT).await;
+    let holders = LEASES
+        .balanced(&client, &replica_names(REPLICA_PREFIX, &[0, 1, 2]), WAIT)
+        .await;
     applied(&client, 1, WAIT).await;
 
     // A change of every Application: each applied once, by its shard's holder.
@@ -199,7 +194,9 @@ async fn three_replicas_share_three_hundred_applications_take_over_a_killed_ones
     // SIGKILL observer-2: the others take its shards over within about a lease duration.
     replicas[2].kill().unwrap();
     let killed = Instant::now();
-    LEASES.balanced(&client, &names(&[0, 1]), WAIT).await;
+    LEASES
+        .balanced(&client, &replica_names(REPLICA_PREFIX, &[0, 1]), WAIT)
+        .await;
     let taken_over = killed.elapsed();
     change_all(&client, 3).await;
     applied(&client, 3, WAIT).await;
@@ -215,7 +212,9 @@ async fn three_replicas_share_three_hundred_applications_take_over_a_killed_ones
 
     // observer-2 comes back: three share the shards again; a change is applied once each.
     replicas[2].restart().unwrap();
-    let holders = LEASES.balanced(&client, &names(&[0, 1, 2]), WAIT).await;
+    let holders = LEASES
+        .balanced(&client, &replica_names(REPLICA_PREFIX, &[0, 1, 2]), WAIT)
+        .await;
     let mark = emu.requests().snapshot().len();
     change_all(&client, 4).await;
     applied(&client, 4, WAIT).await;
@@ -223,7 +222,7 @@ async fn three_replicas_share_three_hundred_applications_take_over_a_killed_ones
     let records = emu.requests().snapshot();
     once_by_the_holder(&records[mark..], &shards, &holders);
 
-    let checked = LEASES.no_write_without_the_shard(&records, "observer-", &shards);
+    let checked = LEASES.no_write_without_the_shard(&records, REPLICA_PREFIX, &shards);
     assert!(checked >= 4 * APPLICATIONS, "only {checked} writes checked");
     println!("{checked} writes in the Applications' namespaces, each by its shard's holder");
 

@@ -18,7 +18,10 @@ use std::time::{Duration, Instant};
 
 use arbor_api::GitTrack;
 use arbor_e2e::eventually;
-use arbor_e2e::shards::{Replica, ShardLeases};
+use arbor_e2e::shards::{
+    LEASE_DURATION, LEASE_NAMESPACE, REPLICAS, Replica, SHARDS, ShardLeases, replica_name,
+    replica_names,
+};
 use arbor_e2e::system::WAIT;
 use arbor_kube_emu::KubeEmu;
 use arbor_kube_emu::accounting::RequestRecord;
@@ -29,27 +32,17 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use serde_json::json;
 
-const REPLICAS: usize = 3;
-const SHARDS: u32 = 6;
 const SOURCES: usize = 30;
-const LEASE_DURATION: Duration = Duration::from_secs(5);
-const NAMESPACE: &str = "arbor-system";
+/// The replicas' names: `gitsync-<i>`.
+const REPLICA_PREFIX: &str = "gitsync-";
 const LEASES: ShardLeases<'static> = ShardLeases {
-    namespace: NAMESPACE,
+    namespace: LEASE_NAMESPACE,
     prefix: "arbor-gitsync-shard-",
     count: SHARDS,
 };
 
 fn team(source: usize) -> String {
     format!("team-{source:02}")
-}
-
-fn replica_name(replica: usize) -> String {
-    format!("gitsync-{replica}")
-}
-
-fn names(replicas: &[usize]) -> Vec<String> {
-    replicas.iter().copied().map(replica_name).collect()
 }
 
 /// Every source's ConfigMap at `revision`.
@@ -66,7 +59,7 @@ fn write_revision(repo: &GitRepo, revision: u32) -> String {
 }
 
 fn gitsync(emu: &KubeEmu, dir: &Path, replica: usize) -> Process {
-    let name = replica_name(replica);
+    let name = replica_name(REPLICA_PREFIX, replica);
     let flags: Vec<String> = vec![
         "--gittrack-mode".into(),
         "Enabled".into(),
@@ -188,7 +181,7 @@ async fn three_replicas_share_thirty_sources_take_over_a_killed_ones_and_rebalan
         .await
         .unwrap();
     install_crds(&client, WAIT).await.unwrap();
-    ensure_namespace(&client, NAMESPACE).await.unwrap();
+    ensure_namespace(&client, LEASE_NAMESPACE).await.unwrap();
     let tempdir = tempfile::tempdir().unwrap();
     let dir = tempdir.path();
     let repo = GitRepo::init(dir.join("repo")).unwrap();
@@ -215,7 +208,9 @@ async fn three_replicas_share_thirty_sources_take_over_a_killed_ones_and_rebalan
     let mut replicas: Vec<Process> = (0..REPLICAS)
         .map(|replica| gitsync(&emu, dir, replica))
         .collect();
-    let holders = LEASES.balanced(&client, &names(&[0, 1, 2]), WAIT).await;
+    let holders = LEASES
+        .balanced(&client, &replica_names(REPLICA_PREFIX, &[0, 1, 2]), WAIT)
+        .await;
     let handled = synced(&client, &first, 1, &holders, WAIT).await;
     for (source, (shard, replica)) in handled.iter().enumerate() {
         assert_eq!(Some(shard), shards.get(&team(source)));
@@ -234,12 +229,14 @@ async fn three_replicas_share_thirty_sources_take_over_a_killed_ones_and_rebalan
     // SIGKILL gitsync-2: its shards go to the others within the lease duration (plus the
     // renew intervals in which the others see its last renewal and write theirs).
     let killed_shards: Vec<u32> = (0..SHARDS)
-        .filter(|shard| holders[*shard as usize] == replica_name(2))
+        .filter(|shard| holders[*shard as usize] == replica_name(REPLICA_PREFIX, 2))
         .collect();
     replicas[2].kill().unwrap();
     let killed = Instant::now();
     let third = write_revision(&repo, 3);
-    let holders = LEASES.balanced(&client, &names(&[0, 1]), WAIT).await;
+    let holders = LEASES
+        .balanced(&client, &replica_names(REPLICA_PREFIX, &[0, 1]), WAIT)
+        .await;
     let taken_over = killed.elapsed();
     let handled = synced(&client, &third, 3, &holders, WAIT).await;
     let all_synced = killed.elapsed();
@@ -255,7 +252,7 @@ async fn three_replicas_share_thirty_sources_take_over_a_killed_ones_and_rebalan
     for (source, (shard, replica)) in handled.iter().enumerate() {
         assert_ne!(
             replica,
-            &replica_name(2),
+            &replica_name(REPLICA_PREFIX, 2),
             "{} still names gitsync-2",
             team(source)
         );
@@ -265,7 +262,9 @@ async fn three_replicas_share_thirty_sources_take_over_a_killed_ones_and_rebalan
     // gitsync-2 comes back: the shards spread over three again, and a commit is synced once
     // per source by the new holders.
     replicas[2].restart().unwrap();
-    let holders = LEASES.balanced(&client, &names(&[0, 1, 2]), WAIT).await;
+    let holders = LEASES
+        .balanced(&client, &replica_names(REPLICA_PREFIX, &[0, 1, 2]), WAIT)
+        .await;
     let mark = emu.requests().snapshot().len();
     let fourth = write_revision(&repo, 4);
     let handled = synced(&client, &fourth, 4, &holders, WAIT).await;
@@ -273,7 +272,7 @@ async fn three_replicas_share_thirty_sources_take_over_a_killed_ones_and_rebalan
     let records = emu.requests().snapshot();
     exactly_once_by_the_holder(&records[mark..], &handled, &shards, &holders);
 
-    let checked = LEASES.no_write_without_the_shard(&records, "gitsync-", &shards);
+    let checked = LEASES.no_write_without_the_shard(&records, REPLICA_PREFIX, &shards);
     assert!(checked >= 4 * SOURCES, "only {checked} writes checked");
     println!("{checked} writes in the sources' namespaces, each by its shard's holder");
 

@@ -12,6 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use arbor_policy::git_url::{GitUrl, Transport};
+
 use crate::validation::{Errors, FieldError, parse_positive_duration};
 
 /// How often a source is fetched when `pollInterval` is not set.
@@ -212,10 +214,10 @@ impl AuthType {
     }
 
     fn fits(self, transport: Transport) -> bool {
-        matches!(
-            (self, transport),
-            (Self::Ssh, Transport::Ssh) | (Self::Basic | Self::Token, Transport::Http)
-        )
+        match self {
+            Self::Ssh => transport == Transport::Ssh,
+            Self::Basic | Self::Token => transport.is_http(),
+        }
     }
 }
 
@@ -304,51 +306,24 @@ impl SecretReference for NamespacedSecretRef {
     }
 }
 
-/// How a repository URL is fetched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Transport {
-    Http,
-    Ssh,
-    File,
-}
-
-fn transport(repository: &str) -> Option<Transport> {
-    let scheme_rest = |scheme: &str| repository.strip_prefix(scheme).filter(|r| !r.is_empty());
-    if scheme_rest("https://")
-        .or_else(|| scheme_rest("http://"))
-        .is_some()
-    {
-        return Some(Transport::Http);
-    }
-    if scheme_rest("ssh://").is_some() {
-        return Some(Transport::Ssh);
-    }
-    if scheme_rest("file://").is_some() {
-        return Some(Transport::File);
-    }
-    if repository.contains("://") {
-        return None;
-    }
-    // scp-like syntax: user@host:path, without a scheme.
-    let (host, path) = repository.split_once(':')?;
-    let scp_like = !host.is_empty() && !host.contains('/') && !path.is_empty();
-    scp_like.then_some(Transport::Ssh)
-}
-
 impl<S: SecretReference> GitSourceSpec<S> {
     /// Checks every field; the errors name their paths under `spec`.
     pub fn validate(&self) -> Result<(), Vec<FieldError>> {
         let mut errors = Errors::default();
-        let transport = transport(&self.repository);
-        if transport.is_none() {
-            errors.push(FieldError::invalid(
-                "spec.repository",
-                format!(
-                    "{:?} is not a git URL (https://, http://, ssh://, user@host:path or file://)",
-                    self.repository
-                ),
-            ));
-        }
+        let transport = match GitUrl::parse(&self.repository) {
+            Ok(url) => Some(url.transport),
+            Err(error) => {
+                errors.push(FieldError::invalid(
+                    "spec.repository",
+                    format!(
+                        "{:?} is not a git URL (https://, http://, ssh://, user@host:path or \
+                         file://): {error}",
+                        self.repository
+                    ),
+                ));
+                None
+            }
+        };
         errors.check(self.reference.resolve("spec.reference").map(drop));
         if let Some(sub_path) = &self.sub_path {
             errors.check(check_sub_path(sub_path));
@@ -563,6 +538,25 @@ mod tests {
                 ["spec.repository"],
                 "{url:?}"
             );
+        }
+    }
+
+    #[test]
+    fn urls_the_fetcher_cannot_reach_are_refused_naming_the_part_that_is_wrong() {
+        for (url, part) in [
+            ("https://h:99999/r", "port"),
+            ("ssh://git@h:twenty/r", "port"),
+            ("https://:443/r", "host"),
+            ("ssh://[::1/r", "host"),
+            ("@h:r", "scp-like"),
+            ("file://", "path"),
+            ("ftp://h/r", "scheme"),
+        ] {
+            let errors = spec(url).validate().unwrap_err();
+            assert_eq!(errors.len(), 1, "{url:?}: {errors:?}");
+            assert_eq!(errors[0].field, "spec.repository", "{url:?}");
+            let message = errors[0].to_string();
+            assert!(message.contains(part), "{url:?}: {message}");
         }
     }
 

@@ -18,7 +18,7 @@
 //! - [`system`]: `arbor-kube-emu` and the four controllers as processes, wired to each other
 //!   over gRPC with mutual TLS;
 //! - [`source`]: where a system's API server comes from, an emulator it starts or an existing
-//!   cluster, and [`shared`]: taking turns on such a cluster and leaving it as it was found.
+//!   cluster (the end-to-end tests' sharing of one is arbor-testkit's).
 //!
 //! Functions that wait take a timeout and fail with [`Error::Timeout`], naming what they
 //! waited for, so nothing in the demo or a test can hang.
@@ -31,7 +31,6 @@ pub mod git_repo;
 pub mod pki;
 pub mod ports;
 pub mod process;
-pub mod shared;
 pub mod source;
 pub mod system;
 pub mod tls;

@@ -3,9 +3,8 @@
 //! its own admin and gRPC ports on loopback and a mutual-TLS identity from one CA.
 //!
 //! The API server can also be an existing cluster ([`ClusterSource::Existing`]): the
-//! controllers are the same local processes with the cluster's kubeconfig, the CRDs are the
-//! committed YAML, and the system takes the cluster for itself while it runs and removes what
-//! it made when it is dropped (see [`crate::shared`]).
+//! controllers are the same local processes with the cluster's kubeconfig; the cluster serves
+//! Arbor's CRDs already (see [`crate::source`]).
 //!
 //! The controllers find each other the way they do on a cluster: arbor-observer and
 //! arbor-webhook call arbor-gitsync's gRPC address over mutual TLS; arbor-webhook is
@@ -25,9 +24,8 @@ use crate::Error;
 use crate::binaries::binary_in;
 use crate::cluster::{apply, client_for, ensure_namespace, install_crds_for_domain};
 use crate::ports::{free_addr, free_addr_on};
-use crate::process::{DROP_GRACE, Process, ProcessSpec};
-use crate::shared::ClusterLease;
-use crate::source::{ClusterSource, WEBHOOK_HOST_ENV};
+use crate::process::{Process, ProcessSpec};
+use crate::source::ClusterSource;
 use crate::tls::{Identity, TlsFiles};
 
 /// The namespace Arbor's own objects (Leases) live in.
@@ -172,8 +170,6 @@ pub struct System {
     pub webhook: Option<Controller>,
     /// The admission endpoint of arbor-webhook.
     pub webhook_url: Option<String>,
-    /// The turn on an existing cluster, cleaned up and released when the system is dropped.
-    lease: Option<ClusterLease>,
     // Last, so that the controllers stop before the API server they talk to. `None` on an
     // existing cluster.
     pub emulator: Option<Process>,
@@ -190,8 +186,8 @@ impl std::fmt::Debug for System {
 }
 
 impl System {
-    /// Starts the emulator (or takes the existing cluster), installs the CRDs and starts the
-    /// configured controllers.
+    /// Starts the emulator and installs the CRDs (or connects to the existing cluster), and
+    /// starts the configured controllers.
     pub async fn start(config: SystemConfig) -> Result<System, Error> {
         let workdir = config.workdir.clone();
         std::fs::create_dir_all(&workdir)
@@ -200,17 +196,16 @@ impl System {
             .domain
             .clone()
             .unwrap_or_else(|| arbor_api::keys::DEFAULT_DOMAIN.to_owned());
-        let (kubeconfig, emulator, client, lease) = match &config.cluster {
+        let (kubeconfig, emulator, client) = match &config.cluster {
             ClusterSource::Emulator { flags } => {
                 let (kubeconfig, emulator, client) = start_emulator(&config, flags).await?;
                 install_crds_for_domain(&client, &domain, config.startup_timeout).await?;
                 ensure_namespace(&client, SYSTEM_NAMESPACE).await?;
-                (kubeconfig, Some(emulator), client, None)
+                (kubeconfig, Some(emulator), client)
             }
             ClusterSource::Existing(cluster) => {
-                let (client, lease) =
-                    ClusterLease::take(cluster, &domain, config.startup_timeout).await?;
-                (cluster.kubeconfig.clone(), None, client, Some(lease))
+                let client = client_for(&cluster.kubeconfig).await?;
+                (cluster.kubeconfig.clone(), None, client)
             }
         };
 
@@ -225,12 +220,10 @@ impl System {
             observer: None,
             webhook: None,
             webhook_url: None,
-            lease,
             emulator,
             tls,
             config,
         };
-        // On failure the system is dropped here, which cleans an existing cluster up too.
         system.start_controllers().await?;
         Ok(system)
     }
@@ -312,20 +305,23 @@ impl System {
     }
 
     /// The address arbor-webhook listens on: loopback for the emulator; for an existing
-    /// cluster, the one [`WEBHOOK_HOST_ENV`] gives, since its API server calls the webhook.
+    /// cluster, its [`webhook_host`](crate::source::ExistingCluster::webhook_host), since its
+    /// API server calls the webhook.
     fn webhook_host(&self) -> Result<std::net::IpAddr, Error> {
         match &self.config.cluster {
             ClusterSource::Emulator { .. } => Ok(std::net::Ipv4Addr::LOCALHOST.into()),
-            ClusterSource::Existing(cluster) => cluster.webhook_host.ok_or_else(|| Error::Invalid {
-                what: format!(
-                    "starting arbor-webhook for the cluster of {}",
-                    cluster.kubeconfig.display()
-                ),
-                message: format!(
-                    "its API server must call the webhook: set {WEBHOOK_HOST_ENV} to an address \
-                     of this machine that the API server reaches"
-                ),
-            }),
+            ClusterSource::Existing(cluster) => {
+                cluster.webhook_host.ok_or_else(|| Error::Invalid {
+                    what: format!(
+                        "starting arbor-webhook for the cluster of {}",
+                        cluster.kubeconfig.display()
+                    ),
+                    message:
+                        "its API server must call the webhook: give an address of this machine \
+                          that the API server reaches (the cluster's webhook host)"
+                            .to_owned(),
+                })
+            }
         }
     }
 
@@ -496,24 +492,6 @@ impl System {
 
     pub fn workdir(&self) -> &Path {
         &self.config.workdir
-    }
-}
-
-impl Drop for System {
-    /// On an existing cluster: the controllers stop first (nothing re-creates what goes),
-    /// then what the system made is deleted, then the cluster is free for the next test.
-    fn drop(&mut self) {
-        let Some(lease) = self.lease.take() else {
-            return;
-        };
-        self.stop_controllers(DROP_GRACE);
-        if let Err(error) = lease.clean_up() {
-            // A Drop cannot fail; the next test would meet what is left, so say it loudly.
-            eprintln!(
-                "cleaning up the cluster of {} after a test failed: {error}",
-                self.kubeconfig.display()
-            );
-        }
     }
 }
 

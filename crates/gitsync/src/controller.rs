@@ -61,6 +61,7 @@ pub mod live_objects;
 pub mod metrics;
 pub mod notice;
 pub mod object_status;
+mod paged_list;
 pub mod plan;
 pub mod preview;
 pub mod reconcile;

@@ -70,7 +70,7 @@ pub use known_hosts::HostKeyError;
 pub use source::{GitReference, GitSource, InvalidReference, SourceId, SourceKind};
 
 use cache::{CacheKey, SourceCache};
-use remote_url::{RemoteUrl, Transport};
+use remote_url::{GitUrl, Transport};
 use session::Session;
 
 /// How long past its deadline a fetch may take to unwind after the relay cut its connections
@@ -206,8 +206,8 @@ impl Fetcher {
     ) -> Result<FetchedCommit, FetchError> {
         let redacted_url = remote_url::redact(&source.url);
         let fail = |kind| FetchError::new(&source.id, &redacted_url, kind);
-        if let Ok(url) = RemoteUrl::parse(&source.url)
-            && url.transport == Transport::Local
+        if let Ok(url) = GitUrl::parse(&source.url)
+            && url.transport == Transport::File
         {
             local::check(
                 &url.path,

@@ -8,11 +8,11 @@
 //!    (https with basic or token auth, ssh with a deploy key and known_hosts, and file:// only
 //!    with `--allow-file-repositories`, never into the cache) and check
 //!    out the tree of one commit at its subPath.
-//! 2. **Parse** ([`arbor_source`], shared with arborctl): from that directory to the state it
-//!    declares, all or nothing: a [`DeclaredState`](arbor_policy::layout::DeclaredState) or
-//!    every [`SourceError`](arbor_policy::layout::SourceError) found, each with its stable
-//!    code, file and object. Its modules are re-exported here ([`source`], [`files`],
-//!    [`document`], [`hydrate`], [`error`]) so the stages read as one pipeline.
+//! 2. **Parse** ([`arbor_source`], its own crate, shared with arborctl): from that directory to
+//!    the state it declares, all or nothing: a
+//!    [`DeclaredState`](arbor_policy::layout::DeclaredState) or every
+//!    [`SourceError`](arbor_policy::layout::SourceError) found, each with its stable code, file
+//!    and object.
 //! 3. **Plan** ([`controller::plan`]): discovery says whether each declared kind is served and
 //!    namespaced, and the ownership matrix of seeds/002
 //!    ([`WatchScope`](arbor_policy::ownership::WatchScope)) says whether the object becomes a
@@ -68,5 +68,3 @@ pub mod fetch;
 pub mod grpc;
 pub mod peer_replicas;
 pub mod run;
-
-pub use arbor_source::{document, error, files, hydrate, source};

@@ -3,7 +3,7 @@
 //! Events; status tells the truth while work is in flight.
 //!
 //! The undecodable objects are stored through a loosened CRD
-//! ([`arbor_testkit::cluster::loosen_crd_schema`]): a real API server stores such objects too
+//! ([`arbor_testkit::crds::loosen_crd_schema`]): a real API server stores such objects too
 //! whenever the CRD's schema allows it (an older or hand-edited CRD, a version without
 //! structural constraints), and the test does not rely on the emulator being lenient.
 
@@ -112,7 +112,7 @@ async fn event(
 #[tokio::test]
 async fn a_source_that_does_not_decode_is_reported_and_the_others_sync() -> anyhow::Result<()> {
     let cluster = Cluster::start().await?;
-    arbor_testkit::cluster::loosen_crd_schema(&cluster.client, "gittracks.arbor.dev").await?;
+    arbor_testkit::crds::loosen_crd_schema(&cluster.client, "gittracks.arbor.dev").await?;
     cluster.namespace("foo").await?;
     let repo = Repo::new()?;
     repo.write("settings.yaml", &configmap(None, "settings", "1"))?;
@@ -177,7 +177,7 @@ async fn a_source_that_does_not_decode_is_reported_and_the_others_sync() -> anyh
 #[tokio::test]
 async fn a_tracking_object_that_does_not_decode_stops_nothing() -> anyhow::Result<()> {
     let cluster = Cluster::start().await?;
-    arbor_testkit::cluster::loosen_crd_schema(&cluster.client, "gittrackobjects.arbor.dev").await?;
+    arbor_testkit::crds::loosen_crd_schema(&cluster.client, "gittrackobjects.arbor.dev").await?;
     cluster.namespace("foo").await?;
     let tracking = cluster.api(
         "arbor.dev/v1alpha1",

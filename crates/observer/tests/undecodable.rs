@@ -3,7 +3,7 @@
 //! reported with an Event naming the field.
 //!
 //! The bad Application is stored through a loosened CRD
-//! ([`arbor_testkit::cluster::loosen_crd_schema`]): a real API server stores such objects too
+//! ([`arbor_testkit::crds::loosen_crd_schema`]): a real API server stores such objects too
 //! whenever the CRD's schema allows it (an older or hand-edited CRD), and the test does not rely
 //! on the emulator being lenient.
 
@@ -20,7 +20,7 @@ use support::{Cluster, NAMESPACE, eventually, nginx_manifest, nginx_schema};
 async fn an_application_that_does_not_decode_is_reported_and_the_others_are_observed()
 -> anyhow::Result<()> {
     let cluster = Cluster::start().await?;
-    arbor_testkit::cluster::loosen_crd_schema(&cluster.client, "applications.arbor.dev").await?;
+    arbor_testkit::crds::loosen_crd_schema(&cluster.client, "applications.arbor.dev").await?;
     let resource = ApiResource::erase::<arbor_api::Application>(&());
     let dynamic: Api<DynamicObject> =
         Api::namespaced_with(cluster.client.clone(), NAMESPACE, &resource);

@@ -7,6 +7,7 @@
 //! | module | specification |
 //! |---|---|
 //! | [`code`] | docs/error-codes.md: every stable error code (`ARB1xxx`-`ARB3xxx`) |
+//! | [`git_url`] | the `spec.repository` URL grammar, read by the API's validation and gitsync's fetch |
 //! | [`keys`] | DESIGN.md "Keys": the configurable key domain and the management label |
 //! | [`sync`] | seeds/000: the management action table and the "resource matches" comparison |
 //! | [`layout`] | seeds/000: hierarchical repositories, abstract namespaces, inheritance, selectors |
@@ -19,6 +20,7 @@
 //! test that shows it.
 
 pub mod code;
+pub mod git_url;
 pub mod keys;
 pub mod layout;
 pub mod object;

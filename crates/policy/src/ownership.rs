@@ -15,7 +15,9 @@
 //! - [`watch`]: both Controller Reconcile Matrices, and [`WatchScope::from_flags`], which
 //!   combines the flags and refuses the combinations the seed rules out.
 //! - [`reference`]: [`OwningSourceKind::named_by`], which Arbor source an ownerReference names (group
-//!   and kind), asked by the webhook and by gitsync; test `tests/ownership_reference.rs`.
+//!   and kind), asked by the webhook and by gitsync; [`TrackingHolder::of`], whose a tracking
+//!   object is (the source's, another controller's, nobody's); tests
+//!   `tests/ownership_reference.rs`.
 //! - [`apply`]: [`WatchScope::may_apply`], which gitsync asks for each declared object: the
 //!   tracking object it becomes, or the reason it goes to `ignoredFiles`.
 //!
@@ -85,5 +87,5 @@ pub mod watch;
 pub use apply::{IgnoreReason, ObjectScope};
 pub use matrix::{MatrixRow, Owner, OwnershipRule, OwnershipVerdict, TrackingObject, may_own};
 pub use modes::{ClusterGitTrackMode, FlagError, GitTrackMode, ModeFlags, NamespaceRestriction};
-pub use reference::OwningSourceKind;
+pub use reference::{OwnerRef, OwningSourceKind, TrackingHolder};
 pub use watch::{NamespaceScope, WatchScope, WatchSet, Watched};

@@ -90,7 +90,7 @@ async fn a_sub_namespace_that_does_not_decode_never_stops_the_tree() -> Result<(
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &crd)
         .await?;
-    arbor_testkit::cluster::loosen_crd_schema(&client, crd.metadata.name.as_deref().unwrap_or(""))
+    arbor_testkit::crds::loosen_crd_schema(&client, crd.metadata.name.as_deref().unwrap_or(""))
         .await?;
     create_namespace(&client, "team", json!({"arbor.dev/type": "root"})).await?;
     for (name, spec) in [

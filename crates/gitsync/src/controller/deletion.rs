@@ -30,7 +30,7 @@ use arbor_policy::sync::prune::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::discovery::{Discovery, Scope, verbs};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
@@ -39,7 +39,7 @@ use serde_json::json;
 
 use super::Context;
 use super::error::{self, ControllerError};
-use super::live_objects::LIST_PAGE;
+use super::paged_list::for_each_page;
 use super::reconcile::SourceKind;
 use super::source_cache::{CachedSource, Freshness};
 use super::source_handle::SourceHandle;
@@ -159,10 +159,8 @@ pub async fn run<K: SourceKind>(
             })
         };
         let mut step = plan(tracking::other_sources(ctx, Freshness::Cached).await);
-        // A deletion is confirmed with a fresh list of the sources: a cache behind a watch
-        // outage can miss a conflict reported meanwhile.
-        if deletes(&step) {
-            step = plan(tracking::other_sources(ctx, Freshness::Listed).await);
+        if let Some(fresh) = Freshness::Cached.to_confirm(step.deletes()) {
+            step = plan(tracking::other_sources(ctx, fresh).await);
         }
         let now = match step {
             DeletionStep::Blocked(message) => {
@@ -219,16 +217,6 @@ pub async fn run<K: SourceKind>(
     }
     progress.write(None).await?;
     Ok(Action::requeue(RECHECK))
-}
-
-/// Whether `step` deletes an object.
-fn deletes(step: &DeletionStep) -> bool {
-    match step {
-        DeletionStep::Proceed { now, .. } => now
-            .iter()
-            .any(|(_, disposal)| *disposal == Disposal::Delete),
-        DeletionStep::Blocked(_) | DeletionStep::WaitForOtherSources(_) => false,
-    }
 }
 
 fn count(n: usize) -> i64 {
@@ -329,38 +317,38 @@ async fn foreign_contents(
                 let api: Api<DynamicObject> =
                     Api::namespaced_with(ctx.client.clone(), namespace, &resource);
                 // Names are all it needs: metadata only, in pages.
-                let mut params = ListParams::default().limit(LIST_PAGE);
-                loop {
-                    let page = match api.list_metadata(&params).await {
-                        Ok(page) => page,
-                        Err(kube::Error::Api(status)) if status.code == 404 => break,
-                        Err(error) => {
-                            return Err(ControllerError::kube(
-                                "list",
-                                format!("{} in namespace {namespace}", resource.plural),
-                                error,
-                            ));
+                let api = &api;
+                let read = for_each_page(
+                    |params| async move { api.list_metadata(&params).await },
+                    |items| {
+                        for object in &items {
+                            let key = ObjectKey {
+                                group_kind: GroupKind::new(
+                                    resource.group.clone(),
+                                    resource.kind.clone(),
+                                ),
+                                namespace: Some((*namespace).to_owned()),
+                                name: object.name_any(),
+                            };
+                            if !made_by_the_cluster(&key) && !inventory.contains_key(&key) {
+                                foreign
+                                    .entry((*namespace).to_owned())
+                                    .or_default()
+                                    .insert(key);
+                            }
                         }
-                    };
-                    for object in &page.items {
-                        let key = ObjectKey {
-                            group_kind: GroupKind::new(
-                                resource.group.clone(),
-                                resource.kind.clone(),
-                            ),
-                            namespace: Some((*namespace).to_owned()),
-                            name: object.name_any(),
-                        };
-                        if !made_by_the_cluster(&key) && !inventory.contains_key(&key) {
-                            foreign
-                                .entry((*namespace).to_owned())
-                                .or_default()
-                                .insert(key);
-                        }
-                    }
-                    match page.metadata.continue_.filter(|token| !token.is_empty()) {
-                        Some(token) => params = params.continue_token(&token),
-                        None => break,
+                    },
+                )
+                .await;
+                match read {
+                    Ok(()) => {}
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
+                    Err(error) => {
+                        return Err(ControllerError::kube(
+                            "list",
+                            format!("{} in namespace {namespace}", resource.plural),
+                            error,
+                        ));
                     }
                 }
             }

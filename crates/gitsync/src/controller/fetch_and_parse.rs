@@ -5,9 +5,9 @@ use std::time::{Duration, Instant, SystemTime};
 use arbor_policy::layout::{DeclaredState, Layout, SourceError};
 
 use super::error::ControllerError;
-use crate::error::LoadError;
 use crate::fetch::{Credentials, FetchedCommit, Fetcher, GitReference, GitSource, SourceId};
-use crate::source::{LoadOptions, load};
+use arbor_source::error::LoadError;
+use arbor_source::source::{LoadOptions, load};
 
 /// What the repository holds at the fetched commit.
 #[derive(Debug)]

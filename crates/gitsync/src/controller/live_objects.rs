@@ -2,20 +2,16 @@
 //!
 //! A full round compares every declared object with its live object; listing each kind once
 //! (in the GitTrack's namespace, or cluster-wide for a ClusterGitTrack) costs one request per
-//! kind instead of one per object. Lists are read in pages, so a kind of 100,000 objects is
-//! never one response held whole next to the values made from it.
+//! kind instead of one per object, read in pages ([`for_each_page`]).
 
 use std::collections::{BTreeMap, HashMap};
 
 use arbor_policy::object::{GroupVersionKind, ObjectKey};
-use kube::api::ListParams;
 use serde_json::Value;
 
+use super::paged_list::for_each_page;
 use crate::apply::object::live_value;
 use crate::apply::{ApplyError, Discovery, ServedKind};
-
-/// Objects per list request: kube-apiserver's own page size for informers.
-pub(super) const LIST_PAGE: u32 = 500;
 
 /// The live objects of some kinds, by key.
 #[derive(Debug, Default)]
@@ -33,29 +29,26 @@ impl Snapshot {
         let mut objects = HashMap::new();
         for (gvk, served) in kinds {
             let api = discovery.api(served, namespace);
-            let mut params = ListParams::default().limit(LIST_PAGE);
-            loop {
-                let page = api
-                    .list(&params)
-                    .await
-                    .map_err(|source| ApplyError::Write {
-                        verb: "list",
-                        object: gvk.to_string(),
-                        source: Box::new(source),
-                    })?;
-                for item in &page.items {
-                    let Ok(value) = live_value(gvk, item) else {
-                        continue;
-                    };
-                    if let Ok(key) = ObjectKey::of(&value) {
-                        objects.insert(key, value);
+            let api = &api;
+            for_each_page(
+                |params| async move { api.list(&params).await },
+                |items| {
+                    for item in &items {
+                        let Ok(value) = live_value(gvk, item) else {
+                            continue;
+                        };
+                        if let Ok(key) = ObjectKey::of(&value) {
+                            objects.insert(key, value);
+                        }
                     }
-                }
-                match page.metadata.continue_.filter(|token| !token.is_empty()) {
-                    Some(token) => params = params.continue_token(&token),
-                    None => break,
-                }
-            }
+                },
+            )
+            .await
+            .map_err(|source| ApplyError::Write {
+                verb: "list",
+                object: gvk.to_string(),
+                source: Box::new(source),
+            })?;
         }
         Ok(Self { objects })
     }

@@ -31,9 +31,9 @@ use super::plan::{Part, PlannedObject, Planner, Why};
 use super::round::{Observed, declared_kinds, plan_round};
 use super::source_handle::SourceHandle;
 use super::tracking;
-use crate::document::Format;
 use crate::fetch::GitReference;
-use crate::files::{RawFile, SourceTree};
+use arbor_source::document::Format;
+use arbor_source::files::{RawFile, SourceTree};
 
 pub use arbor_proto::preview::{MAX_BYTES, MAX_FILES};
 
@@ -120,7 +120,7 @@ pub async fn preview(
         }
         Target::Files(files) => (
             None,
-            crate::source::parse_tree(&tree_of(files)?, handle.layout),
+            arbor_source::source::parse_tree(&tree_of(files)?, handle.layout),
         ),
     };
     let state = match parsed {

@@ -11,8 +11,8 @@ use arbor_policy::layout::DeclaredState;
 use arbor_policy::object::{self, GroupVersionKind, ObjectKey};
 use arbor_policy::sync::prune::{Claim, PruneBudget, PruneVerdict, PruneWindow, claim};
 use arbor_policy::sync::round::{
-    self, DeclaredInput, LiveObject, Prune, PruneInput, RoundInput, RoundPlan, Rules, SourceInfo,
-    TrackedObject,
+    self, CommitLoad, DeclaredInput, LiveObject, Prune, PruneInput, RoundInput, RoundPlan, Rules,
+    SourceInfo, StateToSync, TrackedObject, state_to_sync,
 };
 use arbor_policy::sync::{Action, CompareFields, Moment, Row};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -193,12 +193,17 @@ pub async fn run(ctx: &Context, handle: &SourceHandle) -> RoundResult {
     });
 
     let started = Instant::now();
-    let (good, parse_errors, new_commit) = match loaded.parsed {
-        None => match record.good {
-            Some(good) => (good, Vec::new(), None),
-            None => return RoundResult::default(),
-        },
-        Some(Ok(state)) => (
+    let outcome = match &loaded.parsed {
+        None => CommitLoad::Unchanged,
+        Some(Ok(_)) => CommitLoad::Parsed,
+        Some(Err(_)) => CommitLoad::ParseFailed,
+    };
+    let (good, parse_errors, new_commit) = match (
+        state_to_sync(outcome, record.good.is_some()),
+        loaded.parsed,
+        record.good,
+    ) {
+        (StateToSync::New, Some(Ok(state)), _) => (
             GoodState {
                 commit: loaded.commit.clone(),
                 state: Arc::new(state),
@@ -206,26 +211,27 @@ pub async fn run(ctx: &Context, handle: &SourceHandle) -> RoundResult {
             Vec::new(),
             Some((loaded.commit.clone(), loaded.commit_time)),
         ),
-        Some(Err(errors)) => {
-            let errors: Vec<SourceError> = errors.iter().map(to_api_error).collect();
-            match record.good {
-                Some(good) => (good, errors, None),
-                None => {
-                    let message = format!(
-                        "commit {} does not parse ({} error(s)); nothing was applied",
-                        loaded.commit,
-                        errors.len()
-                    );
-                    return RoundResult::stopped(
-                        Outcome::Stalled {
-                            reason: reasons::PARSE_FAILED,
-                            message,
-                        },
-                        errors,
-                    );
-                }
-            }
+        (StateToSync::LastGood, _, Some(good)) => (good, Vec::new(), None),
+        (StateToSync::LastGoodDespiteErrors, Some(Err(errors)), Some(good)) => {
+            (good, errors.iter().map(to_api_error).collect(), None)
         }
+        (StateToSync::StallNothingGood, Some(Err(errors)), _) => {
+            let errors: Vec<SourceError> = errors.iter().map(to_api_error).collect();
+            let message = format!(
+                "commit {} does not parse ({} error(s)); nothing was applied",
+                loaded.commit,
+                errors.len()
+            );
+            return RoundResult::stopped(
+                Outcome::Stalled {
+                    reason: reasons::PARSE_FAILED,
+                    message,
+                },
+                errors,
+            );
+        }
+        // `Nothing`, and no other combination: `state_to_sync` answers from these very values.
+        _ => return RoundResult::default(),
     };
     ctx.registry.update(&handle.reference, |record| {
         record.good = Some(good.clone());

@@ -44,14 +44,9 @@ struct Watched {
     listed: Arc<AtomicBool>,
 }
 
-/// Where [`SourceCaches::all`] reads the sources.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Freshness {
-    /// The caches, once listed (a kind not listed yet is listed now).
-    Cached,
-    /// A list from the API server for every kind: to confirm a deletion.
-    Listed,
-}
+/// Where [`SourceCaches::all`] reads the sources; when a decision must be confirmed from a
+/// fresh list is arbor-policy's rule ([`Freshness::to_confirm`]).
+pub use arbor_policy::sync::round::Freshness;
 
 impl std::fmt::Debug for SourceCaches {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -20,7 +20,9 @@ use arbor_api::keys::{GITSYNC_FIELD_MANAGER, GITSYNC_FINALIZER, SourceRef};
 use arbor_api::source::DeletionPolicy;
 use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, DeclaredObject, GitTrack, GitTrackObject};
 use arbor_policy::object::{GroupVersionKind, ObjectKey, gvk};
-use arbor_policy::ownership::{ClusterGitTrackMode, Owner, OwningSourceKind, TrackingObject};
+use arbor_policy::ownership::{
+    ClusterGitTrackMode, Owner, OwnerRef, OwningSourceKind, TrackingHolder, TrackingObject,
+};
 use arbor_policy::sync::round::{
     self, Elsewhere, Finalize, FinalizeInput, OtherSource, SourceSeen, SourceStanding,
 };
@@ -28,15 +30,13 @@ use arbor_policy::sync::{Action, CompareFields};
 use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference};
-use kube::api::{
-    DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions,
-};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::Context;
 use super::error::ControllerError;
-use super::live_objects::LIST_PAGE;
+use super::paged_list::for_each_page;
 use super::plan::PlannedObject;
 use super::source_cache::{CachedSource, Freshness};
 use super::source_handle::SourceHandle;
@@ -185,12 +185,16 @@ impl Tracked {
         }
     }
 
-    fn owned_by(&self, uid: &str) -> bool {
-        self.meta
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|owner| owner.uid == uid && owner.controller == Some(true))
+    /// Who holds it, seen from the source with `source_uid` ([`TrackingHolder::of`]).
+    fn holder(&self, source_uid: &str) -> TrackingHolder {
+        let references = self.meta.owner_references.iter().flatten();
+        TrackingHolder::of(
+            references.map(|owner| OwnerRef {
+                uid: &owner.uid,
+                controller: owner.controller == Some(true),
+            }),
+            source_uid,
+        )
     }
 }
 
@@ -222,7 +226,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// The tracking objects a source can see, split by who manages them.
+/// The tracking objects a source can see, split by who holds them ([`TrackingHolder::of`]).
 #[derive(Debug, Default)]
 pub struct Inventory {
     /// The source's own (its inventory), by the key of the object each tracks.
@@ -255,12 +259,14 @@ pub async fn list_inventory(
     read_from: InventoryRead,
 ) -> Result<Inventory, ControllerError> {
     let mut inventory = Inventory::default();
-    let mut collect = |tracked: Tracked| {
-        if tracked.owned_by(&handle.uid) {
+    let mut collect = |tracked: Tracked| match tracked.holder(&handle.uid) {
+        TrackingHolder::Ours => {
             inventory.owned.insert(tracked.key.clone(), tracked);
-        } else if controller_reference(&tracked).is_some() {
+        }
+        TrackingHolder::Another => {
             inventory.others.insert(tracked.key.clone(), tracked);
-        } else {
+        }
+        TrackingHolder::Unowned => {
             inventory.unowned.insert(tracked.key);
         }
     };
@@ -305,21 +311,19 @@ where
                 Some(namespace) => Api::namespaced_with(ctx.client.clone(), namespace, &resource),
                 None => Api::all_with(ctx.client.clone(), &resource),
             };
+            let api = &api;
             let mut objects = Vec::new();
-            let mut params = ListParams::default().limit(LIST_PAGE);
-            loop {
-                let page = api.list(&params).await.map_err(|source| {
-                    ControllerError::kube("list", K::kind(&()).into_owned(), source)
-                })?;
-                objects.extend(page.items.into_iter().map(|mut object| {
-                    tracking_store::trim(&mut object);
-                    Arc::new(object)
-                }));
-                match page.metadata.continue_.filter(|token| !token.is_empty()) {
-                    Some(token) => params = params.continue_token(&token),
-                    None => break,
-                }
-            }
+            for_each_page(
+                |params| async move { api.list(&params).await },
+                |items| {
+                    objects.extend(items.into_iter().map(|mut object| {
+                        tracking_store::trim(&mut object);
+                        Arc::new(object)
+                    }));
+                },
+            )
+            .await
+            .map_err(|source| ControllerError::kube("list", K::kind(&()).into_owned(), source))?;
             objects
         }
     };
@@ -743,11 +747,10 @@ impl Finalizing {
             });
             (decision, others)
         };
-        // From the caches first; a decision to delete is confirmed with a fresh list, since a
-        // cache behind a watch outage can miss a conflict reported meanwhile.
+        // From the caches first; a decision that may delete is made again from a fresh list.
         let (mut decision, mut others) = decide(other_sources(ctx, Freshness::Cached).await);
-        if matches!(decision, Finalize::ApplyTable { .. }) {
-            (decision, others) = decide(other_sources(ctx, Freshness::Listed).await);
+        if let Some(fresh) = Freshness::Cached.to_confirm(decision.may_delete()) {
+            (decision, others) = decide(other_sources(ctx, fresh).await);
         }
         Ok(Self {
             tracked: Some(tracked),

@@ -22,7 +22,7 @@ use std::time::SystemTime;
 use git2::{ObjectType, Oid, Repository, Tree};
 
 use super::error::CheckoutErrorKind;
-use crate::files::MAX_DEPTH;
+use arbor_source::files::MAX_DEPTH;
 
 const TEMP_PREFIX: &str = ".tmp-";
 const EXECUTABLE_MODE: i32 = 0o100755;

@@ -62,7 +62,7 @@ fn classify_git_error(error: &git2::Error, transport: Transport) -> FetchErrorKi
     if lower.contains("status code: 404") || names_missing_repository {
         return FetchErrorKind::RepositoryNotFound { detail };
     }
-    if transport == Transport::Local && error.code() == ErrorCode::NotFound {
+    if transport == Transport::File && error.code() == ErrorCode::NotFound {
         return FetchErrorKind::RepositoryNotFound { detail };
     }
     match error.class() {
@@ -142,7 +142,7 @@ mod tests {
             "could not find repository at '/nope'",
         );
         assert!(matches!(
-            classify_git_error(&error, Transport::Local),
+            classify_git_error(&error, Transport::File),
             FetchErrorKind::RepositoryNotFound { .. }
         ));
     }

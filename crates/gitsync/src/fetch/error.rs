@@ -125,7 +125,7 @@ pub enum CheckoutErrorKind {
     /// A subPath or tree entry that would escape the checkout directory.
     #[error("unsafe path {path:?}")]
     UnsafePath { path: String },
-    /// A directory nests deeper than [`crate::files::MAX_DEPTH`]; nothing below it is written.
+    /// A directory nests deeper than [`arbor_source::files::MAX_DEPTH`]; nothing below it is written.
     #[error(
         "directory {path:?} is nested more than {limit} directories deep; Arbor checks out at most {limit}"
     )]

@@ -117,7 +117,7 @@ impl KnownHosts {
     /// Accepts `presented_key` (the ssh wire encoding of the public key, as in known_hosts
     /// after base64 decoding) for `host` (as [`known_hosts_name`] writes it), or says why not.
     ///
-    /// [`known_hosts_name`]: super::remote_url::RemoteUrl::known_hosts_name
+    /// [`known_hosts_name`]: arbor_policy::git_url::GitUrl::known_hosts_name
     pub fn verify(&self, host: &str, presented_key: &[u8]) -> Result<(), HostKeyError> {
         let key_type = wire_key_type(presented_key).ok_or_else(|| HostKeyError::NotPresented {
             host: host.to_owned(),

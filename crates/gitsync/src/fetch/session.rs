@@ -20,7 +20,7 @@ use super::credentials::{Credentials, DEFAULT_SSH_USERNAME};
 use super::deadline_relay::{DeadlineRelay, Upstream};
 use super::error::FetchErrorKind;
 use super::known_hosts::KnownHosts;
-use super::remote_url::{RemoteUrl, Transport};
+use super::remote_url::{self, GitUrl, Transport};
 use super::source::GitReference;
 
 /// libgit2's depth value meaning "make a shallow repository complete".
@@ -28,7 +28,7 @@ const UNSHALLOW: i32 = i32::MAX;
 
 #[derive(Debug)]
 pub(crate) struct Session<'s> {
-    url: RemoteUrl,
+    url: GitUrl,
     /// The URL libgit2 connects to (for ssh and plain http: the relay).
     effective_url: String,
     settings: &'s FetchSettings,
@@ -45,7 +45,7 @@ impl<'s> Session<'s> {
         deadline: Instant,
     ) -> Result<Session<'s>, FetchErrorKind> {
         let invalid = |detail: String| FetchErrorKind::InvalidSource { detail };
-        let parsed = RemoteUrl::parse(url).map_err(invalid)?;
+        let parsed = GitUrl::parse(url).map_err(|error| invalid(error.to_string()))?;
         let known_hosts = match (parsed.transport, credentials) {
             (Transport::Ssh, Credentials::SshKey { known_hosts, .. }) => {
                 Some(KnownHosts::parse(known_hosts)?)
@@ -75,16 +75,16 @@ impl<'s> Session<'s> {
         };
         // Local and https fetches talk to the repository directly (see `deadline_relay`).
         let (relay, effective_url) = match parsed.transport {
-            Transport::Local | Transport::Https => (None, url.to_owned()),
+            Transport::File | Transport::Https => (None, url.to_owned()),
             Transport::Http => {
                 let relay = start_relay()?;
-                let through_relay = parsed.http_through_relay(relay.port());
+                let through_relay = remote_url::http_through_relay(&parsed, relay.port());
                 (Some(relay), through_relay)
             }
             Transport::Ssh => {
                 let relay = start_relay()?;
                 let user = parsed.user.as_deref().unwrap_or(DEFAULT_SSH_USERNAME);
-                let through_relay = parsed.ssh_through_relay(relay.port(), user);
+                let through_relay = remote_url::ssh_through_relay(&parsed, relay.port(), user);
                 (Some(relay), through_relay)
             }
         };
@@ -173,7 +173,7 @@ impl<'s> Session<'s> {
         wanted: Oid,
         refspec: &str,
     ) -> Result<(), FetchErrorKind> {
-        let shallow = self.settings.shallow && self.url.transport != Transport::Local;
+        let shallow = self.settings.shallow && self.url.transport != Transport::File;
         let first = self.download_once(remote, &[refspec], if shallow { 1 } else { 0 });
         let Err(error) = first else {
             if repo.find_object(wanted, None).is_ok() {
@@ -186,7 +186,7 @@ impl<'s> Session<'s> {
             return Err(self.failure(&error));
         }
         if shallow && error.message().contains("shallow") {
-            tracing::debug!(url = %super::remote_url::redact(&self.effective_url), "server refused a shallow fetch; fetching full history");
+            tracing::debug!(url = %remote_url::redact(&self.effective_url), "server refused a shallow fetch; fetching full history");
             return self
                 .download_once(remote, &[refspec], 0)
                 .map_err(|err| self.failure(&err));

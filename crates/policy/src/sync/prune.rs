@@ -42,6 +42,7 @@
 //! | The allow annotation is consumed after the round it allowed | `the_annotation_allows_one_round_and_restarts_the_window` | `controller_pruning.rs`: `the_allow_annotation_is_removed_after_the_round_it_allowed` |
 //! | Two sources declaring one object: a condition and an Event on the second, naming the first; never applied by both | `a_second_source_is_in_conflict_with_the_manager` | `controller_pruning.rs`: `a_second_source_declaring_an_object_reports_a_management_conflict` |
 //! | Deleting or pruning one source never deletes an object another still declares | `objects_another_source_declares_are_released` | `controller_pruning.rs`: `pruning_or_deleting_one_source_keeps_an_object_another_declares` |
+//! | A step that deletes, planned from the cached sources, is planned again from a fresh LIST of them ([`DeletionStep::deletes`], [`Freshness::to_confirm`](crate::sync::round::Freshness::to_confirm)) | `tests/sync_fresh_sources.rs` | `controller_shards.rs`: `a_deletion_is_confirmed_with_a_fresh_list_of_the_sources` |
 //!
 //! Where the seeds leave room: the annotation is consumed only by a round it actually let past
 //! the guard (a round within budget leaves it), and that round starts a new window from what
@@ -329,6 +330,19 @@ pub enum DeletionStep {
         now: Vec<(ObjectKey, Disposal)>,
         waiting: usize,
     },
+}
+
+impl DeletionStep {
+    /// Whether carrying it out deletes an object now (to be confirmed from a fresh list of the
+    /// other sources first, [`Freshness::to_confirm`](crate::sync::round::Freshness::to_confirm)).
+    pub fn deletes(&self) -> bool {
+        match self {
+            Self::Proceed { now, .. } => now
+                .iter()
+                .any(|(_, disposal)| *disposal == Disposal::Delete),
+            Self::Blocked(_) | Self::WaitForOtherSources(_) => false,
+        }
+    }
 }
 
 /// What [`plan_deletion`] needs to know.

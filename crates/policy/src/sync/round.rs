@@ -24,6 +24,8 @@
 //! - [`RoundPlan::prune`]: whether the round may delete at all. Never after a failed parse
 //!   (the last good commit stays applied and nothing is deleted), never with `prune: false`,
 //!   and otherwise only within the mass-prune budget ([`PruneBudget::check`]).
+//! - [`state_to_sync`]: which declared state a round syncs; a commit that does not parse
+//!   never replaces the last good state.
 //! - [`finalize`]: what the finalizer of one tracking object does when it is deleted, from
 //!   where its source stands ([`SourceStanding::of`] its metadata: the same uid, being deleted,
 //!   holding gitsync's finalizer).
@@ -37,6 +39,8 @@
 //! | seeds/000 `secret-admin`: a labelled object nothing explains is swept (row 5) | `row_5_a_labelled_object_nothing_explains_is_swept` | `controller_table.rs`: `example_secret_admin_is_kept_until_labelled_then_deleted` |
 //! | row 6: an unlabelled object is left alone, never swept | `row_6_an_unlabelled_object_is_left_and_reported_unmanaged` | `controller_table.rs`: `example_pod_accountant_not_in_git_is_not_deleted_or_altered`; e2e `arborctl_diff_previews_create_update_delete_unmanaged_and_the_prune_guard` |
 //! | another source's object is never swept | `an_object_another_source_annotates_is_never_swept` | `controller_pruning.rs`: `pruning_or_deleting_one_source_keeps_an_object_another_declares` |
+//! | a commit that does not parse keeps the last good state | `tests/sync_last_good_state.rs` | `controller_safety.rs`: `a_commit_that_does_not_parse_keeps_the_last_good_state_and_deletes_nothing` |
+//! | a decision that may delete, made from the cached sources, is made again from a fresh LIST ([`Freshness::to_confirm`]) | `tests/sync_fresh_sources.rs` | `controller_shards.rs`: `a_deletion_is_confirmed_with_a_fresh_list_of_the_sources` |
 //! | no deletion after a failed parse | `no_deletion_after_a_failed_parse` | `controller_safety.rs`: `a_commit_that_does_not_parse_keeps_the_last_good_state_and_deletes_nothing` |
 //! | `prune: false` deletes nothing | `prune_disabled_deletes_nothing` | `controller_pruning.rs`: `prune_false_leaves_an_object_removed_from_git_on_the_cluster` |
 //! | the mass-prune guard stops a round | `the_mass_prune_guard_blocks_the_round` | `controller_pruning.rs`: `mass_prune_guard_counts_every_round_of_the_window_across_a_restart`; `controller_safety.rs`: `a_round_that_deletes_every_namespace_is_blocked`; e2e `arborctl_diff_*` (the preview names the guard) |
@@ -60,6 +64,46 @@ use crate::keys::ManagementLabel;
 use crate::layout::DeclaredState;
 use crate::object::{self, ObjectKey};
 use crate::ownership::{ObjectScope, Owner, WatchScope};
+
+/// What the fetch of a round loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitLoad {
+    /// The commit already known to be good: nothing was parsed again.
+    Unchanged,
+    /// A commit that parses.
+    Parsed,
+    /// A commit that does not parse.
+    ParseFailed,
+}
+
+/// Which declared state a round syncs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateToSync {
+    /// The state just parsed, which becomes the last good state.
+    New,
+    /// The last good state, as before.
+    LastGood,
+    /// The last good state, with the new commit's parse errors reported; the round deletes
+    /// nothing ([`PruneInput::parse_failed`]).
+    LastGoodDespiteErrors,
+    /// No round: nothing new, and no good state known.
+    Nothing,
+    /// Stall with the parse errors: the commit does not parse and no good state is known, so
+    /// nothing is applied.
+    StallNothingGood,
+}
+
+/// Which state a round syncs, from what it `loaded` and whether a last good state is known:
+/// a commit that does not parse never replaces the last good state.
+pub fn state_to_sync(loaded: CommitLoad, last_good_known: bool) -> StateToSync {
+    match (loaded, last_good_known) {
+        (CommitLoad::Parsed, _) => StateToSync::New,
+        (CommitLoad::Unchanged, true) => StateToSync::LastGood,
+        (CommitLoad::Unchanged, false) => StateToSync::Nothing,
+        (CommitLoad::ParseFailed, true) => StateToSync::LastGoodDespiteErrors,
+        (CommitLoad::ParseFailed, false) => StateToSync::StallNothingGood,
+    }
+}
 
 /// Whether `state` declares the object of `key`. `home` is a GitTrack's namespace: its objects
 /// declared without a namespace land there.
@@ -521,6 +565,35 @@ pub enum Finalize {
     ApplyTable { sync_declared: bool },
     /// `Orphan` of a deleted source: let go and leave the object.
     Orphan,
+}
+
+impl Finalize {
+    /// Whether carrying it out may delete the tracked object: the table decides from the
+    /// live object, and row 5 deletes it.
+    pub fn may_delete(self) -> bool {
+        matches!(self, Self::ApplyTable { .. })
+    }
+}
+
+/// Where the other sources a decision stands on were read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// This replica's caches of them (behind the API server by the watch's lag, longer
+    /// through a watch outage).
+    Cached,
+    /// A LIST from the API server just now.
+    Listed,
+}
+
+impl Freshness {
+    /// The read to decide again from before carrying out a decision made from this one;
+    /// `may_delete` says whether the decision may delete an object. Such a decision made from
+    /// the caches is made again from a fresh LIST: a cache behind a watch outage can miss a
+    /// management conflict another source reported meanwhile, and a delete cannot be undone
+    /// (a release or a wait can). `None`: the decision stands.
+    pub fn to_confirm(self, may_delete: bool) -> Option<Freshness> {
+        (self == Self::Cached && may_delete).then_some(Self::Listed)
+    }
 }
 
 /// The finalizer's decision for one tracking object.

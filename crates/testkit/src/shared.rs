@@ -39,10 +39,12 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Client, Resource};
 
-use crate::Error;
-use crate::cluster::{client_for, ensure_namespace, eventually, install_crd_files};
-use crate::source::ExistingCluster;
-use crate::system::SYSTEM_NAMESPACE;
+use arbor_demo::Error;
+use arbor_demo::cluster::{client_for, ensure_namespace, eventually};
+use arbor_demo::system::SYSTEM_NAMESPACE;
+
+use crate::crds::install_crd_files;
+use crate::source::SharedCluster;
 
 /// How long the cleanup waits for the namespaces it deleted to be gone.
 pub const CLEANUP_TIMEOUT: Duration = Duration::from_secs(300);
@@ -153,15 +155,16 @@ impl ClusterLease {
     /// `domain`'s SubNamespace CRD) and `arbor-system`, both kept afterwards, and notes what
     /// the cluster holds. Returns an administrator's client too.
     pub async fn take(
-        cluster: &ExistingCluster,
+        cluster: &SharedCluster,
         domain: &str,
         timeout: Duration,
     ) -> Result<(Client, ClusterLease), Error> {
-        let turn = Turn::wait_for(&cluster.kubeconfig)?;
-        let client = client_for(&cluster.kubeconfig).await?;
+        let kubeconfig = &cluster.cluster.kubeconfig;
+        let turn = Turn::wait_for(kubeconfig)?;
+        let client = client_for(kubeconfig).await?;
         let crds = install_crd_files(&client, &cluster.crd_dir, domain, timeout).await?;
         ensure_namespace(&client, SYSTEM_NAMESPACE).await?;
-        let lease = ClusterLease::note(turn, &cluster.kubeconfig, &client, &crds, domain).await?;
+        let lease = ClusterLease::note(turn, kubeconfig, &client, &crds, domain).await?;
         Ok((client, lease))
     }
 

@@ -8,18 +8,18 @@
 //! layout, computes inheritance and renders every output file. The ratio of the two is the cost
 //! of the layout rules and rendering over what any reader pays.
 //!
-//! Prints markdown table rows; run with `cargo bench -p arbor-gitsync --bench hydrate`.
+//! Prints markdown table rows; run with `cargo bench -p arbor-source --bench hydrate`.
 
 use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use arbor_gitsync::document::parse_documents;
-use arbor_gitsync::files::read_tree;
-use arbor_gitsync::hydrate::{OutputFormat, render};
-use arbor_gitsync::source::{LoadOptions, load};
 use arbor_policy::layout::Layout;
+use arbor_source::document::parse_documents;
+use arbor_source::files::read_tree;
+use arbor_source::hydrate::{OutputFormat, render};
+use arbor_source::source::{LoadOptions, load};
 
 const REGIONS: usize = 5;
 const GROUPS_PER_REGION: usize = 4;
