@@ -40,6 +40,12 @@ pub struct ObserverArgs {
     /// (`version/Kind` for the core group), comma separated.
     #[arg(long, env = "ARBOR_DRIFT_KINDS", value_delimiter = ',', default_value = DEFAULT_DRIFT_KINDS, value_parser = parse_drift_kind)]
     pub drift_kinds: Vec<GroupVersionKind>,
+
+    /// How many Applications are reconciled at once. Each reconcile in flight holds its own
+    /// connection to the API server (with its buffers) and its decoded Application, so this
+    /// bounds the memory and the API server load a burst of changes causes.
+    #[arg(long, env = "ARBOR_MAX_CONCURRENT_RECONCILES", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent_reconciles: u16,
 }
 
 /// Parses `apps/v1/Deployment` or `v1/ConfigMap`.
@@ -66,6 +72,11 @@ mod tests {
         assert_eq!(args.drift_kinds.len(), 9);
         assert_eq!(args.management_label, ManagementLabel::arbor());
         assert!(args.gitsync_addr.is_none());
+        assert_eq!(args.max_concurrent_reconciles, 16);
+        assert!(
+            ObserverArgs::try_parse_from(["arbor-observer", "--max-concurrent-reconciles=0"])
+                .is_err()
+        );
         let deployment = &args.drift_kinds[8];
         assert_eq!(
             (deployment.group.as_str(), deployment.kind.as_str()),

@@ -80,6 +80,7 @@ impl std::fmt::Debug for Context {
 /// shard this replica does not hold (any more) is left to the shard's holder, and its observer
 /// here, if one still runs, is stopped.
 pub async fn reconcile(object: Arc<DynamicObject>, context: Arc<Context>) -> Result<Action, Error> {
+    let _counted = InFlight::count(&context.observers.registry.metrics().reconciles_in_flight);
     let uid = object.metadata.uid.as_deref().unwrap_or_default();
     let shard = context.shards.shard_of(uid);
     let Some(guard) = context.shards.guard(shard).await else {
@@ -139,6 +140,23 @@ async fn reconcile_admitted(
         application: key.to_string(),
         source: Box::new(source),
     })
+}
+
+/// One reconcile counted in `reconciles_in_flight` until dropped, however it ends
+/// (cancellation included).
+struct InFlight(prometheus_client::metrics::gauge::Gauge);
+
+impl InFlight {
+    fn count(gauge: &prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// Failed reconciles are counted and retried after a pause.

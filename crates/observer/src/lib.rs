@@ -54,6 +54,7 @@ use arbor_runtime::{Component, Shutdown};
 use futures::StreamExt;
 use kube::Api;
 use kube::runtime::Controller;
+use kube::runtime::controller::Config as ControllerConfig;
 use kube::runtime::events::Recorder;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use tokio::sync::{broadcast, mpsc};
@@ -83,6 +84,8 @@ pub struct Config {
     pub report_backoff: Backoff,
     /// How many shards the Applications are shared in between replicas (`--shards`).
     pub shards: u32,
+    /// How many Applications are reconciled at once (`--max-concurrent-reconciles`).
+    pub max_concurrent_reconciles: u16,
 }
 
 impl From<&ObserverArgs> for Config {
@@ -94,6 +97,7 @@ impl From<&ObserverArgs> for Config {
             drift_window: drift::debounce::DEFAULT_WINDOW,
             report_backoff: Backoff::default(),
             shards: args.sharding.shards,
+            max_concurrent_reconciles: args.max_concurrent_reconciles,
         }
     }
 }
@@ -179,7 +183,8 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
         reflector::reflector(cache, watched).applied_objects(),
         applications,
         resource,
-    );
+    )
+    .with_config(ControllerConfig::default().concurrency(config.max_concurrent_reconciles));
     let grpc = ObserverGrpc::new(
         controller.store(),
         registry.clone(),

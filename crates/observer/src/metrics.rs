@@ -23,6 +23,7 @@ pub struct Metrics {
     pub drift_reports_sent: Counter,
     pub drift_report_failures: Counter,
     pub reconcile_errors: Counter,
+    pub reconciles_in_flight: Gauge,
 }
 
 impl Default for Metrics {
@@ -35,6 +36,7 @@ impl Default for Metrics {
             drift_reports_sent: Counter::default(),
             drift_report_failures: Counter::default(),
             reconcile_errors: Counter::default(),
+            reconciles_in_flight: Gauge::default(),
         }
     }
 }
@@ -72,6 +74,11 @@ impl Metrics {
             "reconcile_errors",
             "Application reconciliations that failed and were retried",
             metrics.reconcile_errors.clone(),
+        );
+        registry.register(
+            "reconciles_in_flight",
+            "Application reconciles running now (at most --max-concurrent-reconciles)",
+            metrics.reconciles_in_flight.clone(),
         );
         metrics
     }

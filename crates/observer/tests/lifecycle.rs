@@ -204,3 +204,59 @@ async fn observer_is_started_after_create_and_update_and_stopped_before_update_a
     .await?;
     cluster.finish(observer).await
 }
+
+/// A burst of new Applications is reconciled at most `--max-concurrent-reconciles` at a time:
+/// each reconcile in flight holds its own API server connection (with its buffers) and its
+/// decoded Application, which made the observer's memory grow with the burst. With every
+/// Application patch slowed, 24 new Applications and a limit of 4, no more than 4 reconciles
+/// ever run at once. Before, all of them ran together.
+#[tokio::test]
+async fn a_burst_of_applications_is_reconciled_a_bounded_number_at_a_time() -> anyhow::Result<()> {
+    use arbor_kube_emu::faults::{Fault, FaultEffect};
+    use kube::Resource as _;
+
+    let cluster = Cluster::start().await?;
+    let observer = cluster.observer(&["--max-concurrent-reconciles=4"]).await?;
+    let applications = format!(
+        "{}/{}",
+        arbor_api::Application::group(&()),
+        arbor_api::Application::plural(&())
+    );
+    cluster.emu.faults().inject(
+        Fault::new(FaultEffect::Latency(std::time::Duration::from_millis(200)))
+            .verbs(&["patch"])
+            .resources(&[&applications]),
+    );
+    for index in 0..24 {
+        let name = format!("burst-{index}");
+        cluster
+            .create_application(&name, json!({"manifest": nginx_manifest(&name)}))
+            .await?;
+    }
+    let in_flight = &observer.registry.metrics().reconciles_in_flight;
+    let mut most = 0;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        most = most.max(in_flight.get());
+        let finalized = cluster
+            .applications()
+            .list(&Default::default())
+            .await?
+            .items
+            .iter()
+            .filter(|application| application.metadata.finalizers.is_some())
+            .count();
+        if finalized == 24 {
+            break;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "only {finalized} of 24 Applications reconciled within 60 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(most <= 4, "{most} reconciles ran at once; the limit is 4");
+    assert!(most >= 2, "the reconciles ran one by one ({most} at most)");
+    cluster.emu.faults().clear();
+    cluster.finish(observer).await
+}
