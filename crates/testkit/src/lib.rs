@@ -5,6 +5,7 @@
 //! - [`release`]: the running system published in the emulator as the Helm chart's release
 //!   would look (Services, ready pods whose ports the emulator port-forwards to the processes,
 //!   the operators' certificate Secret), for arborctl's way in through a kubeconfig alone;
+//! - [`bench`]: the one table shape of every benchmark's figures (measured, baseline, target);
 //! - [`memory`]: a running process's peak and current resident memory, from `/proc`;
 //! - [`Cluster`]: an in-process arbor-kube-emu and its client, on which the controllers'
 //!   integration tests run their controller;
@@ -13,6 +14,7 @@
 //!
 //! A dev-dependency only: no binary links it.
 
+pub mod bench;
 pub mod emulator;
 pub mod memory;
 pub mod release;
