@@ -88,14 +88,32 @@ crds:
 	$(CARGO) run -q -p arborctl --bin arborctl -- crds --out charts/arbor/crds \
 	  --domain-template charts/arbor/templates/crd-subnamespaces-domain.yaml
 
-## bench: run every crate's benchmarks (`benches/*.rs`, plain programs that print Markdown)
-## and collect their figures in $(BENCH_OUT).
+## bench: every benchmark (`benches/*.rs`, plain programs) in release, one after another. Each
+## appends its tables (figure | measured | baseline (same run) | target | met?, the one shape
+## of arbor_testkit::bench) to its own part under $(BENCH_PARTS); tests/benches/results.sh
+## joins the parts, a summary of the targets and each step's wall time into $(BENCH_OUT). Budget: 30 minutes on 2 cores,
+## release build included. BENCHES picks benchmarks; the environment adds settings:
+## ARBOR_BENCH_LARGE=1 adds the 100,000-object sizes (issue 21 item 3, issue 22; beyond the
+## budget), ARBOR_BENCH_SCALE=10 divides every size for a quick check (no verdicts then).
+## A benchmark that fails is named in the summary and fails the target after the others ran.
 BENCH_OUT ?= target/bench/results.md
+BENCH_PARTS ?= target/bench/parts
+BENCHES ?= throughput hydrate sync throttled converge observer admission memory scaleout
 bench: deps
-	@mkdir -p $(dir $(BENCH_OUT))
-	@{ echo "# Arbor benchmarks"; echo; echo "$$(date -u +%Y-%m-%dT%H:%M:%SZ), $$(nproc) cores, $$(git rev-parse --short HEAD 2>/dev/null)"; echo; } > $(BENCH_OUT)
-	$(CARGO) bench --workspace --benches -q | tee -a $(BENCH_OUT)
-	@echo "results: $(BENCH_OUT)"
+	@rm -rf $(BENCH_PARTS) && mkdir -p $(BENCH_PARTS) $(dir $(BENCH_OUT))
+	@started=$$(date +%s); \
+	$(CARGO) bench --workspace --benches --no-run -q && $(CARGO) build --release --workspace --bins -q \
+	  || exit 1; \
+	echo "| release build (benches, binaries) | $$(( $$(date +%s) - started )) s |" > $(BENCH_PARTS)/times
+	@failed=""; for bench in $(BENCHES); do \
+	  started=$$(date +%s); \
+	  ARBOR_BENCH_RESULTS=$(abspath $(BENCH_PARTS))/$$bench.md $(CARGO) bench -q --workspace --bench $$bench \
+	    || failed="$$failed $$bench"; \
+	  echo "| $$bench | $$(( $$(date +%s) - started )) s |" >> $(BENCH_PARTS)/times; \
+	done; \
+	tests/benches/results.sh $(BENCH_PARTS) "$(BENCHES)" "$$failed" > $(BENCH_OUT); \
+	echo "results: $(BENCH_OUT)"; \
+	[ -z "$$failed" ] || { echo "benchmarks failed:$$failed" >&2; exit 1; }
 
 ## client-suite: a client test suite nobody here wrote, run against arbor-kube-emu: the cluster
 ## tests of the published kube, kube-client and kube-runtime crates (fetched with cargo at run

@@ -17,10 +17,14 @@
 //! - **webhook**: 1,000 sub-namespaces created and then relabelled through the API server, so
 //!   2,000 admission reviews, plus its reflectors of the 1,000 namespaces.
 //!
+//! With `ARBOR_BENCH_LARGE=1`, gitsync again with 100,000 ConfigMaps (`ARBOR_BENCH_LARGE_OBJECTS`
+//! changes that size), held to 300 MiB (issue 21 item 3).
+//!
 //! Memory is counted in pages, so the figures do not move with CPU load from other work on
-//! the machine; times would, so none are reported. Smaller runs: `ARBOR_BENCH_MEMORY_SCALE`
-//! divides every size (e.g. `10`), and `ARBOR_BENCH_MEMORY_ONLY=gitsync,webhook` picks
-//! controllers. The targets hold at full size only, so a scaled run prints no verdict.
+//! the machine; times would, so none are reported. Smaller runs: `ARBOR_BENCH_SCALE` divides
+//! every size (e.g. `10`), and `ARBOR_BENCH_MEMORY_ONLY=gitsync,webhook` picks controllers.
+//! The targets hold at full size only, so a scaled run gives no verdict. Emits the shared
+//! results table ([`arbor_testkit::bench`]).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -29,6 +33,7 @@ use anyhow::{Context as _, bail};
 use arbor_api::{Application, ApplicationState, GitTrack};
 use arbor_e2e::system::{ServedRepo, TestSystem, start};
 use arbor_policy::keys::Keys;
+use arbor_testkit::bench::{self, Table};
 use arbor_testkit::cluster::ensure_namespace;
 use arbor_testkit::memory::{Memory, mib};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -49,33 +54,21 @@ struct Sizes {
     applications: usize,
     namespaces: usize,
     propagated: usize,
-    scale: usize,
 }
 
 impl Sizes {
     fn from_env() -> anyhow::Result<Sizes> {
-        let scale = match std::env::var("ARBOR_BENCH_MEMORY_SCALE") {
-            Ok(value) => value
-                .parse::<usize>()
-                .ok()
-                .filter(|scale| *scale > 0)
-                .with_context(|| {
-                    format!("ARBOR_BENCH_MEMORY_SCALE={value:?} is not a positive number")
-                })?,
-            Err(_) => 1,
-        };
         Ok(Sizes {
-            config_maps: 10_000 / scale,
-            applications: 1_000 / scale,
-            namespaces: 1_000 / scale,
+            config_maps: bench::size("ARBOR_BENCH_MEMORY_CONFIGMAPS", 10_000)?,
+            applications: bench::size("ARBOR_BENCH_MEMORY_APPLICATIONS", 1_000)?,
+            namespaces: bench::size("ARBOR_BENCH_MEMORY_NAMESPACES", 1_000)?,
             propagated: 10,
-            scale,
         })
     }
 }
 
 /// One controller's readings and what it is held to.
-struct Row {
+struct Reading {
     controller: &'static str,
     load: String,
     idle: Memory,
@@ -97,7 +90,11 @@ fn main() -> anyhow::Result<()> {
     let mut rows = Vec::new();
     runtime.block_on(async {
         if chosen("gitsync") {
-            rows.push(gitsync(sizes).await.context("gitsync")?);
+            rows.push(gitsync(sizes.config_maps, 100).await.context("gitsync")?);
+            if bench::large() {
+                let large = bench::size("ARBOR_BENCH_LARGE_OBJECTS", 100_000)?;
+                rows.push(gitsync(large, 300).await.context("gitsync, large")?);
+            }
         }
         if chosen("observer") {
             rows.push(observer(sizes).await.context("observer")?);
@@ -110,49 +107,37 @@ fn main() -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     })?;
-    print(&rows, sizes);
-    Ok(())
+    print(&rows)
 }
 
-fn print(rows: &[Row], sizes: Sizes) {
-    println!("## Memory per controller, each its own process\n");
-    println!(
+fn print(rows: &[Reading]) -> anyhow::Result<()> {
+    let mut table = Table::new("Memory per controller, each its own process");
+    table.note(format!(
         "arbor-kube-emu and the controller as separate processes (the binaries of the bench's \
-         own build: release under `cargo bench`); resident memory from /proc/<pid>/status. Baseline: the same binary idle before the load. \
-         Peak is VmHWM, settled is VmRSS {} s after the load is done.{}\n",
-        QUIET.as_secs(),
-        if sizes.scale == 1 {
-            String::new()
-        } else {
-            format!(
-                " Sizes divided by {} (ARBOR_BENCH_MEMORY_SCALE): targets not judged.",
-                sizes.scale
-            )
-        }
-    );
-    println!(
-        "| controller | load | idle (baseline) | peak | settled | target | peak within target |"
-    );
-    println!("|---|---|---|---|---|---|---|");
+         own build: release under `cargo bench`); resident memory from /proc/<pid>/status. \
+         Measured: the peak (VmHWM) once the load is done, and VmRSS {} s later (settled). \
+         Baseline: the same binary idle before the load.",
+        QUIET.as_secs()
+    ));
     for row in rows {
-        let verdict = if sizes.scale != 1 {
-            "—"
-        } else if row.loaded.peak_kib < row.target_mib * MIB {
-            "yes"
-        } else {
-            "**no**"
-        };
-        println!(
-            "| arbor-{} | {} | {} | {} | {} | < {} MiB | {verdict} |",
-            row.controller,
-            row.load,
-            mib(row.idle.resident_kib),
-            mib(row.loaded.peak_kib),
-            mib(row.settled.resident_kib),
-            row.target_mib,
+        table.row(
+            bench::Row::new(
+                format!("arbor-{} RSS: {}", row.controller, row.load),
+                format!(
+                    "peak {}, settled {}",
+                    mib(row.loaded.peak_kib),
+                    mib(row.settled.resident_kib)
+                ),
+            )
+            .baseline(format!("idle {}", mib(row.idle.resident_kib)))
+            .target(
+                format!("peak < {} MiB", row.target_mib),
+                row.loaded.peak_kib < row.target_mib * MIB,
+            ),
         );
     }
-    println!();
+    table.emit()?;
+    Ok(())
 }
 
 /// The system with only `controller`, its process id and its idle reading.
@@ -204,7 +189,8 @@ where
     }
 }
 
-async fn gitsync(sizes: Sizes) -> anyhow::Result<Row> {
+/// gitsync syncing `config_maps` ConfigMaps, held to `target_mib`.
+async fn gitsync(config_maps: usize, target_mib: u64) -> anyhow::Result<Reading> {
     const FILES: usize = 100;
     let (system, pid, idle) = started("gitsync").await?;
     let client = system.client.clone();
@@ -212,7 +198,7 @@ async fn gitsync(sizes: Sizes) -> anyhow::Result<Row> {
     let served = ServedRepo::new("bench", None)?;
     for file in 0..FILES {
         let mut text = String::new();
-        for index in (file..sizes.config_maps).step_by(FILES) {
+        for index in (file..config_maps).step_by(FILES) {
             text.push_str(&format!(
                 "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{index}\ndata:\n  value: v{index}\n"
             ));
@@ -240,16 +226,13 @@ async fn gitsync(sizes: Sizes) -> anyhow::Result<Row> {
     })
     .await?;
     let (loaded, settled) = after_load(pid).await?;
-    Ok(Row {
+    Ok(Reading {
         controller: "gitsync",
-        load: format!(
-            "one GitTrack of {} ConfigMaps ({FILES} files), synced",
-            sizes.config_maps
-        ),
+        load: format!("one GitTrack of {config_maps} ConfigMaps ({FILES} files), synced"),
         idle,
         loaded,
         settled,
-        target_mib: 100,
+        target_mib,
     })
 }
 
@@ -291,7 +274,7 @@ fn application(name: &str) -> serde_json::Value {
     })
 }
 
-async fn observer(sizes: Sizes) -> anyhow::Result<Row> {
+async fn observer(sizes: Sizes) -> anyhow::Result<Reading> {
     let (system, pid, idle) = started("observer").await?;
     let client = system.client.clone();
     ensure_namespace(&client, "shop").await?;
@@ -326,7 +309,7 @@ async fn observer(sizes: Sizes) -> anyhow::Result<Row> {
     })
     .await?;
     let (loaded, settled) = after_load(pid).await?;
-    Ok(Row {
+    Ok(Reading {
         controller: "observer",
         load: format!(
             "{} Applications × 3 objects, all Running and observed",
@@ -366,7 +349,7 @@ async fn create_root(client: &Client, root: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn hierarchy(sizes: Sizes) -> anyhow::Result<Row> {
+async fn hierarchy(sizes: Sizes) -> anyhow::Result<Reading> {
     let (system, pid, idle) = started("hierarchy").await?;
     let client = system.client.clone();
     let keys = Keys::default();
@@ -408,7 +391,7 @@ async fn hierarchy(sizes: Sizes) -> anyhow::Result<Row> {
     })
     .await?;
     let (loaded, settled) = after_load(pid).await?;
-    Ok(Row {
+    Ok(Reading {
         controller: "hierarchy",
         load: format!(
             "{} namespaces × {} propagated ConfigMaps, all copied",
@@ -421,7 +404,7 @@ async fn hierarchy(sizes: Sizes) -> anyhow::Result<Row> {
     })
 }
 
-async fn webhook(sizes: Sizes) -> anyhow::Result<Row> {
+async fn webhook(sizes: Sizes) -> anyhow::Result<Reading> {
     let (system, pid, idle) = started("webhook").await?;
     let client = system.client.clone();
     create_root(&client, "reviewed").await?;
@@ -438,7 +421,7 @@ async fn webhook(sizes: Sizes) -> anyhow::Result<Row> {
             .await?;
     }
     let (loaded, settled) = after_load(pid).await?;
-    Ok(Row {
+    Ok(Reading {
         controller: "webhook",
         load: format!(
             "{} namespaces in its tree; {} admission reviews (create, relabel)",

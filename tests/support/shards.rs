@@ -107,6 +107,20 @@ impl Replica<'_> {
     }
 }
 
+/// The flags of a gitsync replica beside the sharding ones: GitTracks only, repositories on
+/// the local file system, its own cache directory `cache`.
+pub fn gitsync_flags(cache: &Path) -> Vec<String> {
+    vec![
+        "--gittrack-mode".into(),
+        "Enabled".into(),
+        "--clustergittrack-mode".into(),
+        "Disabled".into(),
+        "--allow-file-repositories".into(),
+        "--cache-dir".into(),
+        cache.display().to_string(),
+    ]
+}
+
 impl ShardLeases<'_> {
     fn shard_of_lease(&self, name: &str) -> Option<u32> {
         name.strip_prefix(self.prefix)?.parse().ok()

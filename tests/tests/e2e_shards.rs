@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use arbor_api::GitTrack;
 use arbor_e2e::eventually;
 use arbor_e2e::shards::{
-    LEASE_DURATION, LEASE_NAMESPACE, REPLICAS, Replica, SHARDS, ShardLeases, replica_name,
-    replica_names,
+    LEASE_DURATION, LEASE_NAMESPACE, REPLICAS, Replica, SHARDS, ShardLeases, gitsync_flags,
+    replica_name, replica_names,
 };
 use arbor_e2e::system::WAIT;
 use arbor_kube_emu::KubeEmu;
@@ -60,15 +60,7 @@ fn write_revision(repo: &GitRepo, revision: u32) -> String {
 
 fn gitsync(emu: &KubeEmu, dir: &Path, replica: usize) -> Process {
     let name = replica_name(REPLICA_PREFIX, replica);
-    let flags: Vec<String> = vec![
-        "--gittrack-mode".into(),
-        "Enabled".into(),
-        "--clustergittrack-mode".into(),
-        "Disabled".into(),
-        "--allow-file-repositories".into(),
-        "--cache-dir".into(),
-        dir.join(format!("cache-{name}")).display().to_string(),
-    ];
+    let flags = gitsync_flags(&dir.join(format!("cache-{name}")));
     let replica = Replica {
         binary: "arbor-gitsync",
         name: &name,

@@ -1,7 +1,8 @@
 //! Syncing a large flat source into arbor-kube-emu (in process, loopback HTTP), each figure
 //! beside its baseline from the same run.
 //!
-//! One GitTrack declares `ARBOR_BENCH_OBJECTS` ConfigMaps (default 10,000) in 100 multi-document
+//! One GitTrack declares `ARBOR_BENCH_OBJECTS` ConfigMaps (default 10,000, divided by
+//! `ARBOR_BENCH_SCALE`) in 100 multi-document
 //! files. The figures:
 //!
 //! - **initial sync**: from creating the GitTrack to its status showing the commit; writes are
@@ -17,9 +18,13 @@
 //!   target is 2 × the unchanged resync plus one write (the bare client's median
 //!   server-side apply of one ConfigMap).
 //!
+//! `ARBOR_BENCH_LARGE=1` runs the whole bench again at 100,000 objects
+//! (`ARBOR_BENCH_LARGE_OBJECTS` changes that size) and sets the two sizes side by side: linear
+//! means the same time and the same writes per object (issue 21 item 3).
+//!
 //! `ARBOR_BENCH_LOG=arbor_gitsync=debug` prints each round's `round timings` (fetch, checkout,
-//! parse, inventory, live objects, plan, apply, prune). Prints markdown; run with
-//! `cargo bench -p arbor-gitsync --bench sync`.
+//! parse, inventory, live objects, plan, apply, prune). Emits the shared results table
+//! ([`arbor_testkit::bench`]); run with `cargo bench -p arbor-gitsync --bench sync`.
 
 use std::time::{Duration, Instant};
 
@@ -30,6 +35,7 @@ use arbor_gitsync::run::{Args, Running};
 use arbor_kube_emu::KubeEmu;
 use arbor_runtime::Component;
 use arbor_testkit::GitRepo;
+use arbor_testkit::bench::{self, Row, Table};
 use clap::Parser;
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -39,13 +45,6 @@ use serde_json::json;
 
 const FILES: usize = 100;
 const PATIENCE: Duration = Duration::from_secs(600);
-
-fn objects() -> usize {
-    std::env::var("ARBOR_BENCH_OBJECTS")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(10_000)
-}
 
 /// Writes the ConfigMaps into `repo`, `changed` with another value, and commits.
 fn commit(repo: &GitRepo, count: usize, changed: Option<usize>) -> anyhow::Result<String> {
@@ -154,12 +153,152 @@ async fn full_round(running: &Running, source: &SourceRef) {
     registry.wait_for_round(source, before, PATIENCE).await;
 }
 
+/// One size's figures.
+struct Figures {
+    count: usize,
+    width: usize,
+    initial: Duration,
+    initial_writes: u64,
+    resync: Duration,
+    resync_writes: u64,
+    latency: Duration,
+    bare: Duration,
+    bare_writes: u64,
+    write: Duration,
+}
+
+impl Figures {
+    fn per_object(&self) -> Duration {
+        self.initial / self.count as u32
+    }
+}
+
+/// Writes a sync may make beyond the baseline's two per object: the source's own (its
+/// finalizer, its status, the round's Event).
+const SOURCE_WRITES: u64 = 10;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     if let Ok(filter) = std::env::var("ARBOR_BENCH_LOG") {
         let _ = arbor_runtime::telemetry::init(&filter, arbor_runtime::telemetry::LogFormat::Text);
     }
-    let count = objects();
+    let count = bench::size("ARBOR_BENCH_OBJECTS", 10_000)?;
+    let regular = measure(count).await?;
+    report(&regular)?;
+    if bench::large() {
+        let large = measure(bench::size("ARBOR_BENCH_LARGE_OBJECTS", 100_000)?).await?;
+        report(&large)?;
+        linearity(&regular, &large)?;
+    }
+    Ok(())
+}
+
+fn report(f: &Figures) -> anyhow::Result<()> {
+    let (count, width) = (f.count, f.width);
+    let ms = |duration: Duration| duration.as_secs_f64() * 1000.0;
+    let target = 2.0 * ms(f.resync) + ms(f.write);
+    let ratio = f.initial.as_secs_f64() / f.bare.as_secs_f64();
+    let mut table = Table::new(format!(
+        "arbor-gitsync: sync into arbor-kube-emu, {count} ConfigMaps"
+    ));
+    table.note(format!(
+        "{count} ConfigMaps in {FILES} files, one GitTrack; gitsync and the emulator in one \
+         process (loopback HTTP), {width} writes at once. Baseline: a bare kube-rs client on the \
+         same emulator making the same writes (per object a GitTrackObject create and a \
+         server-side apply) with the same concurrency."
+    ));
+    table
+        .row(
+            Row::new("initial sync: time", bench::seconds(f.initial))
+                .baseline(format!("bare kube-rs client: {}", bench::seconds(f.bare)))
+                .target(format!("≤ 1.5 × baseline (now {ratio:.2} ×)"), ratio <= 1.5),
+        )
+        .row(
+            Row::new("initial sync: writes", f.initial_writes.to_string())
+                .baseline(format!("bare kube-rs client: {}", f.bare_writes))
+                .target(
+                    format!("≤ baseline + {SOURCE_WRITES} (the source's own)"),
+                    f.initial_writes <= f.bare_writes + SOURCE_WRITES,
+                ),
+        )
+        .row(
+            Row::new(
+                "unchanged resync (full compare): time",
+                bench::millis(f.resync),
+            )
+            .context("the unit of the commit → applied target"),
+        )
+        .row(
+            Row::new("unchanged resync: writes", f.resync_writes.to_string())
+                .target("0", f.resync_writes == 0),
+        )
+        .row(
+            Row::new(
+                "one object changed in a new commit: commit → applied",
+                bench::millis(f.latency),
+            )
+            .baseline(format!(
+                "2 × resync + one write ({}) = {target:.0} ms",
+                bench::millis(f.write)
+            ))
+            .target(
+                format!("≤ baseline (now {:.2} ×)", ms(f.latency) / target),
+                ms(f.latency) <= target,
+            ),
+        );
+    table.emit()?;
+    Ok(())
+}
+
+/// Issue 21 item 3: the large run beside the regular one; linear means the time per object
+/// stays put (within 1.25 ×, since a larger store costs a little more per lookup) and so do
+/// the writes per object.
+fn linearity(regular: &Figures, large: &Figures) -> anyhow::Result<()> {
+    let mut table = Table::new(format!(
+        "arbor-gitsync: linear in objects, {} beside {} ConfigMaps",
+        large.count, regular.count
+    ));
+    table.note(
+        "The same bench at both sizes (ARBOR_BENCH_LARGE=1). gitsync's peak RSS at the large \
+         size, as its own process, is in the memory table.",
+    );
+    let time_ratio = large.per_object().as_secs_f64() / regular.per_object().as_secs_f64();
+    let writes_per = |f: &Figures| f.initial_writes as f64 / f.count as f64;
+    let writes_ratio = writes_per(large) / writes_per(regular);
+    table
+        .row(
+            Row::new(
+                format!("initial sync time per object at {}", large.count),
+                format!("{:.1} µs", large.per_object().as_secs_f64() * 1e6),
+            )
+            .baseline(format!(
+                "at {}: {:.1} µs",
+                regular.count,
+                regular.per_object().as_secs_f64() * 1e6
+            ))
+            .target(
+                format!("≤ 1.25 × baseline (now {time_ratio:.2} ×)"),
+                time_ratio <= 1.25,
+            ),
+        )
+        .row(
+            Row::new(
+                format!("writes per object at {}", large.count),
+                format!("{:.3}", writes_per(large)),
+            )
+            .baseline(format!("at {}: {:.3}", regular.count, writes_per(regular)))
+            .target(
+                format!("≤ 1.01 × baseline (now {writes_ratio:.3} ×)"),
+                writes_ratio <= 1.01,
+            ),
+        );
+    table.emit()?;
+    Ok(())
+}
+
+/// gitsync syncing `count` ConfigMaps on a fresh emulator, then the bare client's baseline on
+/// the same emulator.
+async fn measure(count: usize) -> anyhow::Result<Figures> {
     let emu = KubeEmu::start().await?;
     let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
     arbor_testkit::cluster::install_crds(&client, PATIENCE).await?;
@@ -252,35 +391,18 @@ async fn main() -> anyhow::Result<()> {
     let bare_writes = emu.requests().writes();
     let write = one_write(&client, "baseline").await?;
 
-    let ms = |duration: Duration| duration.as_secs_f64() * 1000.0;
-    let target = 2.0 * ms(resync) + ms(write);
-    println!(
-        "## arbor-gitsync: sync into arbor-kube-emu ({count} ConfigMaps, {FILES} files, one GitTrack, {width} writes at once)"
-    );
-    println!();
-    println!("| measurement | gitsync | baseline (same run) | gitsync / baseline (target) |");
-    println!("|---|---|---|---|");
-    println!(
-        "| initial sync | {:.2} s, {initial_writes} writes | bare kube-rs client, {bare_writes} writes, {width} at once: {:.2} s | {:.2} × (≤ 1.5 ×) |",
-        initial.as_secs_f64(),
-        bare.as_secs_f64(),
-        initial.as_secs_f64() / bare.as_secs_f64()
-    );
-    println!(
-        "| unchanged resync (full compare) | {:.0} ms, {resync_writes} writes | | (0 writes) |",
-        ms(resync)
-    );
-    println!(
-        "| commit to applied, one changed object | {:.0} ms | 2 × unchanged resync + one write ({:.1} ms) = {target:.0} ms | {:.2} × (≤ 1 ×) |",
-        ms(latency),
-        ms(write),
-        ms(latency) / target
-    );
-    println!();
-    if resync_writes != 0 {
-        bail!("an unchanged resync wrote {resync_writes} times");
-    }
     running.stop().await;
     emu.shutdown().await;
-    Ok(())
+    Ok(Figures {
+        count,
+        width,
+        initial,
+        initial_writes,
+        resync,
+        resync_writes,
+        latency,
+        bare,
+        bare_writes,
+        write,
+    })
 }

@@ -1,7 +1,8 @@
 //! A sync through a throttling API server (issue 23 item 12), against its own baseline.
 //!
 //! One running gitsync, one arbor-kube-emu (in process, loopback HTTP). Two GitTracks, each
-//! declaring `ARBOR_BENCH_THROTTLED_OBJECTS` ConfigMaps (default 20) in their own namespace:
+//! declaring `ARBOR_BENCH_THROTTLED_OBJECTS` ConfigMaps (default 20, divided by
+//! `ARBOR_BENCH_SCALE`) in their own namespace:
 //!
 //! - **no faults**: the first source syncs on a quiet server — the baseline;
 //! - **throttled**: then every request gitsync makes (its own identity; the harness's reads are
@@ -19,7 +20,8 @@
 //! `ARBOR_BENCH_THROTTLED_REFUSALS=0` keeps the latency alone, which shows how far a round's
 //! requests overlap apart from retries.
 //!
-//! Prints markdown; run with `cargo bench -p arbor-gitsync --bench throttled`.
+//! Emits the shared results table ([`arbor_testkit::bench`]); run with
+//! `cargo bench -p arbor-gitsync --bench throttled`.
 
 use std::time::{Duration, Instant};
 
@@ -31,6 +33,7 @@ use arbor_kube_emu::KubeEmu;
 use arbor_kube_emu::faults::{Fault, FaultEffect};
 use arbor_runtime::Component;
 use arbor_testkit::GitRepo;
+use arbor_testkit::bench::{self, Row, Table};
 use clap::Parser;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, PostParams};
@@ -155,7 +158,7 @@ async fn sync(
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let count = setting("ARBOR_BENCH_THROTTLED_OBJECTS", 20) as usize;
+    let count = bench::size("ARBOR_BENCH_THROTTLED_OBJECTS", 20)?;
     let limit = Duration::from_secs(setting("ARBOR_BENCH_THROTTLED_LIMIT", 300));
     let refusals = setting("ARBOR_BENCH_THROTTLED_REFUSALS", 1) != 0;
     let emu = KubeEmu::start().await?;
@@ -222,49 +225,56 @@ async fn main() -> anyhow::Result<()> {
     let fired = faults.fired();
     faults.clear();
 
-    println!(
-        "## arbor-gitsync: a sync under throttling ({count} ConfigMaps, {FILES} files, one GitTrack each)"
-    );
-    println!();
-    if refusals {
-        println!(
-            "Throttled: gitsync's requests answered 429 at rate 0.7 and 503 at rate 0.25 (both `Retry-After: 1`), 200 ms latency on each; cut after {} s.",
-            limit.as_secs()
-        );
-    } else {
-        println!(
-            "Throttled: 200 ms latency on each of gitsync's requests, none refused; cut after {} s.",
-            limit.as_secs()
-        );
-    }
-    println!();
-    println!("| run | applied | time | objects/s | gitsync requests served |");
-    println!("|---|---|---|---|---|");
-    for (name, run) in [("no faults (baseline)", &baseline), ("throttled", &storm)] {
-        println!(
-            "| {name} | {}/{count} | {:.1} s | {:.2} | {} |",
-            run.applied,
-            run.elapsed.as_secs_f64(),
-            run.rate(),
-            run.served
-        );
-    }
-    println!(
-        "| requests refused while throttled | 429: {}, 503: {} | | | |",
-        fired.get(1).copied().unwrap_or(0),
-        fired.get(2).copied().unwrap_or(0)
-    );
-    println!();
+    let mut table = Table::new(format!(
+        "arbor-gitsync: a sync under throttling, {count} ConfigMaps"
+    ));
+    table.note(format!(
+        "{count} ConfigMaps in {FILES} files, one GitTrack each run, in-process emulator. \
+         Baseline: the same sync on a quiet server. Throttled: {}; cut after {} s.",
+        if refusals {
+            "gitsync's requests answered 429 at rate 0.7 and 503 at rate 0.25 (both \
+             `Retry-After: 1`), 200 ms latency on each"
+        } else {
+            "200 ms latency on each of gitsync's requests, none refused"
+        },
+        limit.as_secs()
+    ));
     let breakdown: Vec<String> = baseline
         .by_kind
         .iter()
         .map(|(kind, count)| format!("{kind} {count}"))
         .collect();
-    println!(
+    table.note(format!(
         "Requests served in the baseline, by verb and resource: {}.",
         breakdown.join(", ")
-    );
-    println!();
+    ));
+    let run = |run: &Run| {
+        format!(
+            "{}/{count} applied in {:.1} s: {:.2} objects/s",
+            run.applied,
+            run.elapsed.as_secs_f64(),
+            run.rate()
+        )
+    };
+    table
+        .row(
+            Row::new("throttled sync", run(&storm))
+                .baseline(format!("no faults: {}", run(&baseline)))
+                .context("issue 23 item 12: about 0.2 objects/s before; no target set"),
+        )
+        .row(
+            Row::new("gitsync requests served", storm.served.to_string())
+                .baseline(format!("no faults: {}", baseline.served)),
+        )
+        .row(Row::new(
+            "requests refused while throttled",
+            format!(
+                "429: {}, 503: {}",
+                fired.get(1).copied().unwrap_or(0),
+                fired.get(2).copied().unwrap_or(0)
+            ),
+        ));
+    table.emit()?;
     running.stop().await;
     emu.shutdown().await;
     if baseline.applied != count {

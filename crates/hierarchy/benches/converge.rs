@@ -4,17 +4,19 @@
 //! Secret propagated with `update` from the root. For each layout: the time until every
 //! sub-namespace holds its copy, the writes that took (the revision delta, which must equal
 //! the copies needed: a controller that rewrites what is in place shows here), and the time
-//! for one edit of the source to reach every copy. Printed as markdown table rows.
-//! `ARBOR_BENCH_NAMESPACES` changes the count (for a quick check).
+//! for one edit of the source to reach every copy. Emits the shared results table
+//! ([`arbor_testkit::bench`]). `ARBOR_BENCH_NAMESPACES` (or the shared `ARBOR_BENCH_SCALE`)
+//! changes the count, for a quick check.
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 use arbor_hierarchy::Settings;
 use arbor_hierarchy::metrics::Metrics;
 use arbor_kube_emu::KubeEmu;
 use arbor_policy::keys::Keys;
 use arbor_policy::propagation::{PropagationConfig, WatchedKind};
+use arbor_testkit::bench::{self, Row, Table};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -57,29 +59,33 @@ struct Figures {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let count: usize = std::env::var("ARBOR_BENCH_NAMESPACES")
-        .ok()
-        .map(|n| n.parse())
-        .transpose()
-        .context("ARBOR_BENCH_NAMESPACES")?
-        .unwrap_or(1000);
-    println!(
-        "### arbor-hierarchy: one root, {count} sub-namespaces, one Secret with propagate=update\n"
+    let count = bench::size("ARBOR_BENCH_NAMESPACES", 1000)?;
+    let mut table = Table::new(format!(
+        "arbor-hierarchy: one root, {count} sub-namespaces, one Secret with propagate=update"
+    ));
+    table.note(
+        "arbor-hierarchy and the emulator in one process. Writes are the emulator's revision \
+         delta; the baseline is the copies needed, one per sub-namespace.",
     );
-    println!(
-        "| layout | time to converge | writes (copies needed) | one source edit reaches every copy |"
-    );
-    println!("|---|---|---|---|");
     for layout in [Layout::Flat, Layout::Chains] {
         let figures = measure(layout, count).await?;
-        println!(
-            "| {} | {:.2?} | {} ({count}) | {:.2?} |",
-            layout.name(),
-            figures.converge,
-            figures.writes,
-            figures.edit
-        );
+        let name = layout.name();
+        table
+            .row(Row::new(
+                format!("{name}: time to converge"),
+                bench::millis(figures.converge),
+            ))
+            .row(
+                Row::new(format!("{name}: writes"), figures.writes.to_string())
+                    .baseline(format!("copies needed: {count}"))
+                    .target("= copies needed", figures.writes == count as u64),
+            )
+            .row(Row::new(
+                format!("{name}: one source edit reaches every copy"),
+                bench::millis(figures.edit),
+            ));
     }
+    table.emit()?;
     Ok(())
 }
 

@@ -2,16 +2,18 @@
 //! store with 10,000 ConfigMaps, a list of them, creates per second of a custom resource whose
 //! CRD has a structural schema (types, bounds, enum, pattern, required, a CEL rule: the
 //! validation path every Arbor CRD takes), then watch-event latency with 50 concurrent watches.
-//! Prints markdown result lines; run with `cargo bench -p arbor-kube-emu --bench throughput`.
+//! Emits the shared results table ([`arbor_testkit::bench`]); run with
+//! `cargo bench -p arbor-kube-emu --bench throughput`.
 //!
-//! `ARBOR_BENCH_EMU_OBJECTS`, `ARBOR_BENCH_EMU_CUSTOM` and `ARBOR_BENCH_EMU_PROBES` shrink the
-//! runs (for example under `valgrind --tool=callgrind`, where instructions per create are the
+//! `ARBOR_BENCH_EMU_OBJECTS`, `ARBOR_BENCH_EMU_CUSTOM` and `ARBOR_BENCH_EMU_PROBES` (or the
+//! shared `ARBOR_BENCH_SCALE`) shrink the runs (for example under `valgrind --tool=callgrind`, where instructions per create are the
 //! difference of two counts divided by the difference of creates).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use arbor_kube_emu::KubeEmu;
+use arbor_testkit::bench::{self, Row, Table};
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -24,13 +26,6 @@ use serde_json::json;
 
 const CONCURRENT_CREATES: usize = 16;
 const WATCHES: usize = 50;
-
-fn setting(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(default)
-}
 
 /// A CRD whose schema exercises the structural validation and one CEL rule.
 fn widget_crd() -> anyhow::Result<CustomResourceDefinition> {
@@ -145,26 +140,33 @@ async fn main() -> anyhow::Result<()> {
     let config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     let client = kube::Client::try_from(config)?;
-    let objects = setting("ARBOR_BENCH_EMU_OBJECTS", 10_000);
-    let custom = setting("ARBOR_BENCH_EMU_CUSTOM", 2_000);
-    let probes = setting("ARBOR_BENCH_EMU_PROBES", 200);
+    let objects = bench::size("ARBOR_BENCH_EMU_OBJECTS", 10_000)?;
+    let custom = bench::size("ARBOR_BENCH_EMU_CUSTOM", 2_000)?;
+    let probes = bench::size("ARBOR_BENCH_EMU_PROBES", 200)?;
+    let mut table = Table::new("arbor-kube-emu: throughput through a kube-rs client");
+    table.note(format!(
+        "In process, loopback HTTP; {CONCURRENT_CREATES} creates in flight, {WATCHES} watches. \
+         The custom resource's CRD has a structural schema and a CEL rule: its baseline is the \
+         ConfigMap rate of the same run."
+    ));
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
 
     let rate = create_all(&api, objects, |index| {
         Ok(config_map(format!("cm-{index:05}"), index.to_string()))
     })
     .await?;
-    println!(
-        "| kube-emu creates ({objects} ConfigMaps, {CONCURRENT_CREATES} in flight) | {rate:.0} creates/s |"
-    );
+    let configmap_rate = rate;
+    table.row(Row::new(
+        format!("creates, {objects} ConfigMaps"),
+        format!("{rate:.0} creates/s"),
+    ));
 
     let list_started = Instant::now();
     let listed = api.list(&Default::default()).await?;
-    println!(
-        "| kube-emu list of {} objects | {:.1} ms |",
-        listed.items.len(),
-        list_started.elapsed().as_secs_f64() * 1000.0
-    );
+    table.row(Row::new(
+        format!("list of {} objects", listed.items.len()),
+        bench::millis(list_started.elapsed()),
+    ));
 
     if custom > 0 {
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -184,8 +186,12 @@ async fn main() -> anyhow::Result<()> {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let rate = create_all(&widgets, custom, widget).await?;
-        println!(
-            "| kube-emu creates ({custom} custom resources with a validated schema, {CONCURRENT_CREATES} in flight) | {rate:.0} creates/s |"
+        table.row(
+            Row::new(
+                format!("creates, {custom} custom resources with a validated schema"),
+                format!("{rate:.0} creates/s"),
+            )
+            .baseline(format!("ConfigMaps: {configmap_rate:.0} creates/s")),
         );
     }
 
@@ -243,16 +249,22 @@ async fn main() -> anyhow::Result<()> {
     }
     latencies.sort();
     if !latencies.is_empty() {
-        println!(
-            "| kube-emu watch-event latency ({WATCHES} watches, {} objects stored) | p50 {:.2} ms, p99 {:.2} ms |",
-            objects + 1,
-            percentile(&latencies, 0.5).as_secs_f64() * 1000.0,
-            percentile(&latencies, 0.99).as_secs_f64() * 1000.0
-        );
+        table.row(Row::new(
+            format!(
+                "watch-event latency, {WATCHES} watches, {} objects stored",
+                objects + 1
+            ),
+            format!(
+                "p50 {}, p99 {}",
+                bench::millis(percentile(&latencies, 0.5)),
+                bench::millis(percentile(&latencies, 0.99))
+            ),
+        ));
     }
     for watcher in watchers {
         watcher.abort();
     }
     emu.shutdown().await;
+    table.emit()?;
     Ok(())
 }

@@ -8,7 +8,8 @@
 //! layout, computes inheritance and renders every output file. The ratio of the two is the cost
 //! of the layout rules and rendering over what any reader pays.
 //!
-//! Prints markdown table rows; run with `cargo bench -p arbor-source --bench hydrate`.
+//! Emits the shared results table ([`arbor_testkit::bench`]); run with
+//! `cargo bench -p arbor-source --bench hydrate`.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -20,6 +21,7 @@ use arbor_source::document::parse_documents;
 use arbor_source::files::read_tree;
 use arbor_source::hydrate::{OutputFormat, render};
 use arbor_source::source::{LoadOptions, load};
+use arbor_testkit::bench::{Row, Table};
 
 const REGIONS: usize = 5;
 const GROUPS_PER_REGION: usize = 4;
@@ -59,17 +61,23 @@ fn main() {
             .len();
     });
     let namespaces = REGIONS * GROUPS_PER_REGION * TEAMS_PER_GROUP * NAMESPACES_PER_TEAM;
-    println!("| benchmark | input | median | ratio |");
-    println!("|---|---|---|---|");
-    println!(
-        "| gitsync bare parse | {declared} objects, {namespaces} namespaces, 4 levels | {} | 1.00 |",
-        millis(bare)
+    let mut table = Table::new("arbor-gitsync: hydrating a hierarchical repository");
+    table.note(format!(
+        "{declared} objects, {namespaces} namespaces, 4 levels; median of {ITERATIONS} runs. \
+         Baseline: a bare parse (read and parse every file)."
+    ));
+    table.row(
+        Row::new(
+            format!("hydrate ({output_files} objects out)"),
+            format!(
+                "{} ({:.2} × baseline)",
+                millis(hydrate),
+                hydrate.as_secs_f64() / bare.as_secs_f64()
+            ),
+        )
+        .baseline(format!("bare parse: {}", millis(bare))),
     );
-    println!(
-        "| gitsync hydrate | same, {output_files} objects out | {} | {:.2} |",
-        millis(hydrate),
-        hydrate.as_secs_f64() / bare.as_secs_f64()
-    );
+    table.emit().expect("results written");
 }
 
 fn millis(duration: Duration) -> String {

@@ -5,16 +5,17 @@
 //! The realistic review is a GitTrackObject CREATE (a ConfigMap of ~2 KiB, an ownerReference
 //! and a source annotation) judged by the ownership matrix, and a Namespace UPDATE judged
 //! against a tree of 500 namespaces. Both servers get the same clients: `CLIENTS` keep-alive
-//! HTTP/1.1 connections sending `REQUESTS_PER_CLIENT` requests each, one at a time. The two
+//! HTTP/1.1 connections sending [`requests_per_client`] requests each, one at a time. The two
 //! servers take turns for `ROUNDS` rounds, so a burst of other work on the machine falls on
 //! both; the ratio is the median of the rounds' ratios.
 //!
 //! A second load level is paced, not flat out: `PACED_PER_SECOND` requests per second for
-//! `PACED_FOR` (the two reviews alternating), against the webhook running as a process of its
+//! [`paced_for`] (the two reviews alternating), against the webhook running as a process of its
 //! own (this bench re-executed with [`SERVE_ENV`]), so its resident memory is its own. A
 //! request's latency runs from its send to the end of its answer; a request whose turn came
 //! while the one before was still out goes at once after it (the pace catches up), so the
-//! achieved rate shows whether the webhook kept up.
+//! achieved rate shows whether the webhook kept up. Emits the shared results table
+//! ([`arbor_testkit::bench`]).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -26,6 +27,7 @@ use arbor_policy::ownership::{
     ClusterGitTrackMode, GitTrackMode, NamespaceRestriction, WatchScope,
 };
 use arbor_policy::propagation::NamespaceState;
+use arbor_testkit::bench::{self, Row, Table};
 use arbor_testkit::memory::{Memory, mib};
 use arbor_testkit::pki::Authority;
 use arbor_webhook::Policy;
@@ -41,10 +43,28 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 const CLIENTS: usize = 4;
-const REQUESTS_PER_CLIENT: usize = 500;
 const ROUNDS: usize = 5;
 const PACED_PER_SECOND: u32 = 1_000;
-const PACED_FOR: Duration = Duration::from_secs(30);
+/// Throughput against the bare handler (issue 21 item 5).
+const TARGET_RATIO: f64 = 0.85;
+/// The webhook's p99 at the flat-out load.
+const TARGET_P99: Duration = Duration::from_millis(1);
+/// The webhook's memory (issue 21 item 4).
+const TARGET_MIB: u64 = 50;
+
+/// Requests each connection sends per round (500; `ARBOR_BENCH_WEBHOOK_REQUESTS` or the shared
+/// `ARBOR_BENCH_SCALE` for a quick run).
+fn requests_per_client() -> usize {
+    bench::size("ARBOR_BENCH_WEBHOOK_REQUESTS", 500).expect("ARBOR_BENCH_WEBHOOK_REQUESTS")
+}
+
+/// How long the paced load runs (30 s; `ARBOR_BENCH_WEBHOOK_PACED_SECONDS` or the shared
+/// `ARBOR_BENCH_SCALE`).
+fn paced_for() -> Duration {
+    let seconds = bench::size("ARBOR_BENCH_WEBHOOK_PACED_SECONDS", 30)
+        .expect("ARBOR_BENCH_WEBHOOK_PACED_SECONDS");
+    Duration::from_secs(seconds as u64)
+}
 /// Connections the paced load is spread over.
 const PACED_CONNECTIONS: u32 = 8;
 /// Set to a directory holding `tls.crt` and `tls.key`: this process serves the webhook alone
@@ -254,7 +274,7 @@ async fn flat_out(
                 address,
                 config.clone(),
                 body.clone(),
-                REQUESTS_PER_CLIENT,
+                requests_per_client(),
             ))
         })
         .collect();
@@ -298,11 +318,11 @@ async fn compare(
     )
 }
 
-/// `PACED_PER_SECOND` requests per second for `PACED_FOR`, the bodies taking turns.
+/// `PACED_PER_SECOND` requests per second for [`paced_for`], the bodies taking turns.
 async fn paced(address: SocketAddr, ca: &Authority, bodies: &[Bytes]) -> Figures {
     let config = client_config(ca);
     let every = Duration::from_secs_f64(f64::from(PACED_CONNECTIONS) / f64::from(PACED_PER_SECOND));
-    let count = (PACED_FOR.as_secs_f64() * f64::from(PACED_PER_SECOND)) as usize
+    let count = (paced_for().as_secs_f64() * f64::from(PACED_PER_SECOND)) as usize
         / PACED_CONNECTIONS as usize;
     let started = Instant::now();
     let connections: Vec<_> = (0..PACED_CONNECTIONS)
@@ -392,16 +412,6 @@ fn spawn_webhook_process(dir: &Path) -> (std::process::Child, SocketAddr, u32) {
     (child, address, pid)
 }
 
-fn micros_row(name: &str, server: &str, f: &Figures, ratio: f64) {
-    println!(
-        "| {name} | {server} | {:.0} | {} | {} | {} | {ratio:.2} |",
-        f.per_second,
-        micros(f.p50),
-        micros(f.p99),
-        micros(f.max),
-    );
-}
-
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -453,20 +463,50 @@ async fn bench() {
         ),
         ("Namespace UPDATE (tree of 500)", namespace_update_review()),
     ];
-    println!("## arbor-webhook: admission over HTTPS on loopback");
-    println!();
-    println!(
-        "{CLIENTS} keep-alive connections x {REQUESTS_PER_CLIENT} requests, {ROUNDS} rounds taking turns with the baseline: a bare axum + rustls handler that always allows. Throughput vs baseline is the median of the rounds' ratios; target >= 0.85, p99 < 1 ms."
-    );
-    println!();
-    println!("| review | server | requests/s | p50 | p99 | max | throughput vs baseline |");
-    println!("|---|---|---|---|---|---|---|");
+    let mut table = Table::new("arbor-webhook: admission over HTTPS on loopback");
+    table.note(format!(
+        "{CLIENTS} keep-alive connections × {} requests, {ROUNDS} rounds taking turns with the \
+         baseline: a bare axum + rustls handler that always allows. Throughput against the \
+         baseline is the median of the rounds' ratios.",
+        requests_per_client()
+    ));
     for (name, body) in &reviews {
         let (baseline, figures, ratio) = compare(bare.address, webhook.address, &ca, body).await;
-        micros_row(name, "bare allow", &baseline, 1.0);
-        micros_row(name, "arbor-webhook", &figures, ratio);
+        table
+            .row(
+                Row::new(
+                    format!("{name}: throughput"),
+                    format!("{:.0} requests/s", figures.per_second),
+                )
+                .baseline(format!(
+                    "bare handler: {:.0} requests/s",
+                    baseline.per_second
+                ))
+                .target(
+                    format!("≥ {TARGET_RATIO} × baseline (now {ratio:.2} ×)"),
+                    ratio >= TARGET_RATIO,
+                ),
+            )
+            .row(
+                Row::new(format!("{name}: p99"), micros(figures.p99))
+                    .baseline(format!("bare handler: {}", micros(baseline.p99)))
+                    .target(
+                        format!("< {}", micros(TARGET_P99)),
+                        figures.p99 < TARGET_P99,
+                    ),
+            )
+            .row(
+                Row::new(
+                    format!("{name}: p50, max"),
+                    format!("{}, {}", micros(figures.p50), micros(figures.max)),
+                )
+                .baseline(format!(
+                    "bare handler: {}, {}",
+                    micros(baseline.p50),
+                    micros(baseline.max)
+                )),
+            );
     }
-    println!();
     webhook.stop.cancel();
     bare.stop.cancel();
 
@@ -477,26 +517,44 @@ async fn bench() {
     let loaded = Memory::of_pid(pid).expect("loaded reading");
     drop(process.stdin.take());
     let _ = process.wait();
-    println!(
-        "### Paced: {PACED_PER_SECOND} requests/s for {} s, the two reviews taking turns, over {PACED_CONNECTIONS} connections",
-        PACED_FOR.as_secs()
+    table.row(
+        Row::new(
+            format!(
+                "paced {PACED_PER_SECOND} requests/s for {} s: rate achieved",
+                paced_for().as_secs()
+            ),
+            format!("{:.0} requests/s", figures.per_second),
+        )
+        .baseline(format!("asked: {PACED_PER_SECOND} requests/s")),
     );
-    println!();
-    println!(
-        "The webhook as its own process; latency from send to answer. RSS: VmRSS idle before the load, VmHWM (peak) and VmRSS after it."
+    table.row(Row::new(
+        "paced: latency p50, p99, max",
+        format!(
+            "{}, {}, {}",
+            micros(figures.p50),
+            micros(figures.p99),
+            micros(figures.max)
+        ),
+    ));
+    table.row(
+        Row::new(
+            "paced: the webhook's RSS (its own process)",
+            format!(
+                "peak {}, after {}",
+                mib(loaded.peak_kib),
+                mib(loaded.resident_kib)
+            ),
+        )
+        .baseline(format!("idle {}", mib(idle.resident_kib)))
+        .target(
+            format!("peak < {TARGET_MIB} MiB"),
+            loaded.peak_kib < TARGET_MIB * 1024,
+        ),
     );
-    println!();
-    println!("| requests/s achieved | p50 | p99 | max | RSS idle | RSS peak | RSS after |");
-    println!("|---|---|---|---|---|---|---|");
-    println!(
-        "| {:.0} | {} | {} | {} | {} | {} | {} |",
-        figures.per_second,
-        micros(figures.p50),
-        micros(figures.p99),
-        micros(figures.max),
-        mib(idle.resident_kib),
-        mib(loaded.peak_kib),
-        mib(loaded.resident_kib),
-    );
-    println!();
+    table.note(format!(
+        "Paced: {PACED_PER_SECOND} requests/s over {PACED_CONNECTIONS} connections, the two \
+         reviews taking turns, against the webhook as its own process (this bench re-executed); \
+         latency from send to answer; RSS: VmRSS idle before the load, VmHWM and VmRSS after it."
+    ));
+    table.emit().expect("results written");
 }
