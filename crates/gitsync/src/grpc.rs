@@ -42,7 +42,7 @@ use crate::apply::{ApplyError, Target};
 use crate::controller::preview::{self, Change, PreviewError};
 use crate::controller::registry::{ObjectRecord, ObjectState, SourceRecord};
 use crate::controller::{Context, identity, shard};
-use crate::peer_replicas::{PeerAnswer, PeerReplicas};
+use crate::peer_replicas::{ADMISSION_PATIENCE, PeerReplicas, QUESTION_PATIENCE};
 
 /// How long `TriggerSync` with `wait` waits for the round.
 const TRIGGER_PATIENCE: Duration = Duration::from_secs(120);
@@ -140,24 +140,30 @@ impl SyncServiceImpl {
     }
 }
 
-/// The other replicas' answers; the first failure (other than `expected`, such as a source
-/// it does not reconcile) fails the whole request, naming the replica, so that no answer is
-/// silently built from part of the sources.
-fn answered<R>(answers: Vec<PeerAnswer<R>>, expected: tonic::Code) -> Result<Vec<R>, Status> {
-    let mut answered = Vec::with_capacity(answers.len());
-    for (replica, answer) in answers {
-        match answer {
-            Ok(answer) => answered.push(answer),
-            Err(status) if status.code() == expected => {}
-            Err(status) => {
-                return Err(Status::new(
-                    status.code(),
-                    format!("replica {replica}: {}", status.message()),
-                ));
-            }
-        }
-    }
-    Ok(answered)
+/// What makes two objects of the gRPC API the same object: group, kind, namespace, name.
+type ObjectIdentity = (String, String, String, String);
+/// What makes two sources the same: kind, namespace, name.
+type SourceIdentity = (i32, String, String);
+
+/// What makes two objects of the gRPC API the same object.
+fn object_ref_key(object: &proto::ObjectRef) -> ObjectIdentity {
+    (
+        object.group.clone(),
+        object.kind.clone(),
+        object.namespace.clone(),
+        object.name.clone(),
+    )
+}
+
+/// What makes two entries of ListManaged the same: the object and its source.
+fn managed_key(object: &proto::ManagedObject) -> (Option<ObjectIdentity>, Option<SourceIdentity>) {
+    (
+        object.object.as_ref().map(object_ref_key),
+        object
+            .source
+            .as_ref()
+            .map(|source| (source.kind, source.namespace.clone(), source.name.clone())),
+    )
 }
 
 /// The answer to a request about `source` that reached a replica not holding its shard.
@@ -470,11 +476,13 @@ impl SyncService for SyncServiceImpl {
         if !PeerReplicas::forwarded(&request) && (wanted.is_none() || sources.is_empty()) {
             let answers = self
                 .peers
-                .ask_all(request.get_ref(), |mut client, request| async move {
-                    client.get_status(request).await
-                })
+                .ask_all(
+                    request.get_ref(),
+                    QUESTION_PATIENCE,
+                    |mut client, request| async move { client.get_status(request).await },
+                )
                 .await;
-            for answer in answered(answers, tonic::Code::NotFound)? {
+            for answer in self.peers.gather(answers, tonic::Code::NotFound)? {
                 for status in answer.sources {
                     // A source in hand-over may show on two replicas for a moment: once.
                     if !sources.iter().any(|known| known.source == status.source) {
@@ -499,16 +507,22 @@ impl SyncService for SyncServiceImpl {
     ) -> Result<Response<proto::ListManagedResponse>, Status> {
         let filter = request.get_ref();
         let wanted = source_ref_from(filter.source.as_ref())?;
-        let elsewhere = if PeerReplicas::forwarded(&request) {
+        // A source held here is answered from here; otherwise every shard may hold objects.
+        let local = wanted
+            .as_ref()
+            .is_some_and(|wanted| self.ctx.registry.get(wanted).is_some());
+        let elsewhere = if PeerReplicas::forwarded(&request) || local {
             Vec::new()
         } else {
             let answers = self
                 .peers
-                .ask_all(filter, |mut client, request| async move {
-                    client.list_managed(request).await
-                })
+                .ask_all(
+                    filter,
+                    QUESTION_PATIENCE,
+                    |mut client, request| async move { client.list_managed(request).await },
+                )
                 .await;
-            answered(answers, tonic::Code::Ok)?
+            self.peers.gather(answers, tonic::Code::Ok)?
         };
         let mut objects = Vec::new();
         for (source, record) in self.ctx.registry.sources() {
@@ -533,12 +547,11 @@ impl SyncService for SyncServiceImpl {
                 }
             }
         }
+        // A source in hand-over may show on two replicas for a moment: once.
+        let mut seen: std::collections::HashSet<_> = objects.iter().map(managed_key).collect();
         for answer in elsewhere {
             for object in answer.objects {
-                if !objects
-                    .iter()
-                    .any(|known| known.object == object.object && known.source == object.source)
-                {
+                if seen.insert(managed_key(&object)) {
                     objects.push(object);
                 }
             }
@@ -556,11 +569,15 @@ impl SyncService for SyncServiceImpl {
             // Declared by a source of another replica's shard: that replica explains it.
             let answers = self
                 .peers
-                .ask_all(request.get_ref(), |mut client, request| async move {
-                    client.explain(request).await
-                })
+                .ask_all(
+                    request.get_ref(),
+                    QUESTION_PATIENCE,
+                    |mut client, request| async move { client.explain(request).await },
+                )
                 .await;
-            let declared = answered(answers, tonic::Code::Ok)?
+            let declared = self
+                .peers
+                .gather(answers, tonic::Code::Ok)?
                 .into_iter()
                 .find(|answer| !answer.declarations.is_empty());
             if let Some(answer) = declared {
@@ -709,21 +726,31 @@ impl SyncService for SyncServiceImpl {
             let question = proto::ReportDriftRequest { events: unplaced };
             let answers = self
                 .peers
-                .ask_all(&question, |mut client, request| async move {
-                    client.report_drift(request).await
-                })
+                .ask_all(
+                    &question,
+                    QUESTION_PATIENCE,
+                    |mut client, request| async move { client.report_drift(request).await },
+                )
                 .await;
+            let mut answered = std::collections::BTreeSet::new();
             for (replica, answer) in answers {
                 match answer {
                     Ok(answer) => {
                         accepted += answer.accepted;
-                        unknown.retain(|object| answer.unknown.contains(object));
+                        let theirs: std::collections::HashSet<_> =
+                            answer.unknown.iter().map(object_ref_key).collect();
+                        unknown.retain(|object| theirs.contains(&object_ref_key(object)));
+                        answered.insert(replica);
                     }
                     // What it would have accepted stays unknown; its next round corrects it.
                     Err(status) => {
                         tracing::warn!(%replica, error = %status.message(), "cannot pass drift reports to another replica")
                     }
                 }
+            }
+            let uncovered = self.peers.uncovered(&answered);
+            if !uncovered.is_empty() && !unknown.is_empty() {
+                tracing::warn!(unknown = unknown.len(), shards = %uncovered.join(", "), "drift reports may concern shards no replica answered for; their holders' next rounds correct them");
             }
         }
         Ok(Response::new(proto::ReportDriftResponse {
@@ -751,11 +778,15 @@ impl SyncService for SyncServiceImpl {
             // whose shards do not hold its source.
             let answers = self
                 .peers
-                .ask_all(request.get_ref(), |mut client, request| async move {
-                    client.get_declared(request).await
-                })
+                .ask_all(
+                    request.get_ref(),
+                    ADMISSION_PATIENCE,
+                    |mut client, request| async move { client.get_declared(request).await },
+                )
                 .await;
-            let declared = answered(answers, tonic::Code::Ok)?
+            let declared = self
+                .peers
+                .gather(answers, tonic::Code::Ok)?
                 .into_iter()
                 .find(|answer| answer.declared);
             return Ok(Response::new(declared.unwrap_or_default()));

@@ -247,7 +247,11 @@ pub async fn start(
         .serve_grpc(tonic::service::Routes::new(
             SyncServiceImpl::new(
                 ctx.clone(),
-                PeerReplicas::new(ctx.shards.clone(), component.tls().cloned()),
+                PeerReplicas::new(
+                    ctx.shards.clone(),
+                    component.tls().cloned(),
+                    component.grpc_peer_server_name().map(str::to_owned),
+                ),
             )
             .into_server(),
         ))

@@ -860,3 +860,48 @@ async fn replicas_pass_requests_over_mutual_tls_as_the_chart_authorizes_them() -
     holding.stop().await;
     Ok(())
 }
+
+/// Only a replica's own membership Lease says where it serves. A Lease that another component
+/// (or anyone who may write Leases in the namespace) names after a real replica as its holder,
+/// with an address of its own, must not redirect the requests meant for that replica: the
+/// trigger still reaches the real holder. Before, the Lease listed last won.
+#[tokio::test]
+async fn a_forged_membership_lease_does_not_redirect_a_replicas_requests() -> anyhow::Result<()> {
+    use k8s_openapi::api::coordination::v1::Lease;
+
+    let (cluster, holding, other, _source) = one_source_on_two_replicas().await?;
+    let holder = shards_identity(&holding).to_owned();
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), "arbor-system");
+    let forged: Lease = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": "arbor-gitsync-member-zzz-forged",
+            "annotations": {"arbor.dev/grpc-address": "http://127.0.0.1:9"},
+        },
+        "spec": {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": 3600,
+            "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                k8s_openapi::jiff::Timestamp::now()
+            ),
+        },
+    }))?;
+    leases.create(&Default::default(), &forged).await?;
+    // Two looks at the Leases (renew interval 1 s) later, the forged one has been read.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let address = other.running().context().shards.peer(&holder);
+    assert_eq!(
+        address.map(|peer| peer.address),
+        Some(format!("http://{}", holding.running().grpc_addr())),
+        "the holder's address is its own Lease's"
+    );
+    let answer = other
+        .grpc()
+        .await?
+        .trigger_sync(trigger(true))
+        .await?
+        .into_inner();
+    assert!(answer.completed, "the trigger reached the real holder");
+    other.stop().await;
+    holding.stop().await;
+    Ok(())
+}

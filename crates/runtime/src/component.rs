@@ -240,20 +240,24 @@ impl Component {
                 format!("{scheme}://{bound}")
             }
             None => {
-                tracing::info!(
-                    "no --grpc-advertise-address: a request about a shard another replica holds \
-                     is answered with that replica's name instead of being passed to it"
+                tracing::warn!(
+                    "no --grpc-advertise-address: the other replicas cannot pass this one the \
+                     requests about its shards, so those requests fail (Unavailable, naming this \
+                     replica) when they reach another replica"
                 );
                 return Ok(());
             }
         };
         // Checked now, so that a wrong flag stops the start instead of every forwarded request.
         grpc::endpoint_verified_as(&address, self.tls.as_ref(), server_name.as_deref())?;
-        shards.advertise(PeerAddress {
-            address,
-            server_name,
-        });
+        shards.advertise(PeerAddress { address });
         Ok(())
+    }
+
+    /// The name the other replicas' serving certificates must carry when this one calls them
+    /// (`--grpc-advertise-server-name`; the address's host when unset).
+    pub fn grpc_peer_server_name(&self) -> Option<&str> {
+        self.args.grpc_advertise_server_name.as_deref()
     }
 
     /// Campaigns for the component's Lease when leader election is on; the gate lets every

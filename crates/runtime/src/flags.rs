@@ -44,9 +44,9 @@ pub struct CommonArgs {
     #[arg(long, env = "ARBOR_GRPC_ADVERTISE_ADDRESS")]
     pub grpc_advertise_address: Option<String>,
 
-    /// The name the other replicas verify this replica's serving certificate against when they
-    /// call `--grpc-advertise-address` (one of the certificate's DNS names, such as the
-    /// Service's); default: the advertised address's host.
+    /// The name every replica's serving certificate carries (such as the Service's DNS name),
+    /// which this replica verifies the others' certificates against when it calls them at their
+    /// advertised addresses; default: each address's host.
     #[arg(long, env = "ARBOR_GRPC_ADVERTISE_SERVER_NAME")]
     pub grpc_advertise_server_name: Option<String>,
 

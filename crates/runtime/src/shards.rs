@@ -61,17 +61,13 @@ pub struct ShardArgs {
 
 /// Annotation of a membership Lease: the URL its replica serves gRPC at.
 pub const ADDRESS_ANNOTATION: &str = "arbor.dev/grpc-address";
-/// Annotation of a membership Lease: the name its replica's serving certificate is verified
-/// against, when not the address's host.
-pub const SERVER_NAME_ANNOTATION: &str = "arbor.dev/grpc-server-name";
-
-/// Where another replica serves gRPC, as its membership Lease says.
+/// Where another replica serves gRPC, as its membership Lease says. Only the address: the
+/// name its certificate must carry is the caller's own setting, never something a Lease (which
+/// other components may be able to write) could choose.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerAddress {
     /// `https://host:port`, or `http://` on loopback.
     pub address: String,
-    /// The name its certificate is verified against; the address's host when `None`.
-    pub server_name: Option<String>,
 }
 
 impl PeerAddress {
@@ -79,7 +75,6 @@ impl PeerAddress {
         let annotations = lease.metadata.annotations.as_ref()?;
         Some(Self {
             address: annotations.get(ADDRESS_ANNOTATION)?.clone(),
-            server_name: annotations.get(SERVER_NAME_ANNOTATION).cloned(),
         })
     }
 }
@@ -108,8 +103,12 @@ impl ShardConfig {
 
     /// This replica's membership Lease: its identity made a valid object name.
     pub fn member_lease(&self) -> String {
-        let identity: String = self
-            .identity
+        self.member_lease_of(&self.identity)
+    }
+
+    /// The membership Lease of the replica named `identity`.
+    pub fn member_lease_of(&self, identity: &str) -> String {
+        let identity: String = identity
             .to_ascii_lowercase()
             .chars()
             .map(|c| {
@@ -272,7 +271,8 @@ impl Shards {
         *lock(&self.inner.advertised) = Some(address);
     }
 
-    fn advertised(&self) -> Option<PeerAddress> {
+    /// Where this replica told the others it serves, if it did.
+    pub fn advertised(&self) -> Option<PeerAddress> {
         lock(&self.inner.advertised).clone()
     }
 
@@ -518,9 +518,6 @@ impl Manager {
         if let Some(advertised) = self.shards.advertised() {
             self.member
                 .annotate(ADDRESS_ANNOTATION, &advertised.address);
-            if let Some(name) = &advertised.server_name {
-                self.member.annotate(SERVER_NAME_ANNOTATION, name);
-            }
         }
         let _ = self.member.try_acquire_or_renew().await?;
         let leases = match self.api.list(&ListParams::default()).await {
@@ -648,7 +645,11 @@ impl Manager {
             let seen = elector.observe(lease);
             match (seen.holder, seen.expired) {
                 (Some(holder), false) => {
-                    if let Some(address) = PeerAddress::of(lease) {
+                    // Only a replica's own membership Lease says where it serves: another
+                    // Lease naming it as holder must not redirect its requests.
+                    if *name == self.config.member_lease_of(&holder)
+                        && let Some(address) = PeerAddress::of(lease)
+                    {
                         peers.insert(holder.clone(), address);
                     }
                     members.insert(holder);
