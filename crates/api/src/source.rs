@@ -318,7 +318,8 @@ impl<S: SecretReference> GitSourceSpec<S> {
                     format!(
                         "{:?} is not a git URL (https://, http://, ssh://, user@host:path or \
                          file://): {error}",
-                        self.repository
+                        // The URL may carry a password or token: never repeat it.
+                        arbor_policy::git_url::redact(&self.repository)
                     ),
                 ));
                 None

@@ -733,6 +733,7 @@ impl SyncService for SyncServiceImpl {
                 )
                 .await;
             let mut answered = std::collections::BTreeSet::new();
+            let mut failures = std::collections::BTreeMap::new();
             for (replica, answer) in answers {
                 match answer {
                     Ok(answer) => {
@@ -744,11 +745,12 @@ impl SyncService for SyncServiceImpl {
                     }
                     // What it would have accepted stays unknown; its next round corrects it.
                     Err(status) => {
-                        tracing::warn!(%replica, error = %status.message(), "cannot pass drift reports to another replica")
+                        tracing::warn!(%replica, error = %status.message(), "cannot pass drift reports to another replica");
+                        failures.insert(replica, status.message().to_owned());
                     }
                 }
             }
-            let uncovered = self.peers.uncovered(&answered);
+            let uncovered = self.peers.uncovered(&answered, &failures);
             if !uncovered.is_empty() && !unknown.is_empty() {
                 tracing::warn!(unknown = unknown.len(), shards = %uncovered.join(", "), "drift reports may concern shards no replica answered for; their holders' next rounds correct them");
             }

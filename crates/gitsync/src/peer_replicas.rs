@@ -12,7 +12,7 @@
 //! answer, fails the request rather than let it answer from part of the sources. With one shard
 //! there are no peers and nothing is ever passed on.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -109,14 +109,16 @@ impl PeerReplicas {
 
     /// The answers of [`PeerReplicas::ask_all`], once they cover every shard: each is held by
     /// this replica or by one that answered (an error with code `expected`, such as "not a
-    /// source of mine", counts as an answer). Otherwise `Unavailable` naming the shards and
-    /// their holders, or the first other failure naming its replica.
+    /// source of mine", counts as an answer). Otherwise `Unavailable` naming each shard left
+    /// and why (its holder's error among them). A replica that holds no shard (one draining
+    /// during a rollout) does not fail the request by not answering.
     pub fn gather<R>(
         &self,
         answers: Vec<PeerAnswer<R>>,
         expected: tonic::Code,
     ) -> Result<Vec<R>, Status> {
         let mut answered = BTreeSet::new();
+        let mut failures = BTreeMap::new();
         let mut gathered = Vec::with_capacity(answers.len());
         for (replica, answer) in answers {
             match answer {
@@ -128,31 +130,37 @@ impl PeerReplicas {
                     answered.insert(replica);
                 }
                 Err(status) => {
-                    return Err(Status::new(
-                        status.code(),
-                        format!("replica {replica}: {}", status.message()),
-                    ));
+                    failures.insert(replica, status.message().to_owned());
                 }
             }
         }
-        let uncovered = self.uncovered(&answered);
+        let uncovered = self.uncovered(&answered, &failures);
         if uncovered.is_empty() {
             Ok(gathered)
         } else {
             Err(Status::unavailable(format!(
                 "cannot answer for every source: {}; retry once the shards are held and their \
                  holders reachable",
-                uncovered.join(", ")
+                uncovered.join("; ")
             )))
         }
     }
 
-    /// The shards neither held here nor by a replica in `answered`, described for an error.
-    pub fn uncovered(&self, answered: &BTreeSet<String>) -> Vec<String> {
+    /// The shards neither held here nor by a replica in `answered`, described for an error
+    /// (with the holder's entry in `failures`, if any).
+    pub fn uncovered(
+        &self,
+        answered: &BTreeSet<String>,
+        failures: &BTreeMap<String, String>,
+    ) -> Vec<String> {
         let me = self.shards.identity();
         (0..self.shards.count())
             .filter_map(|shard| match self.shards.holder(shard) {
                 Some(holder) if holder == me || answered.contains(&holder) => None,
+                Some(holder) if failures.contains_key(&holder) => Some(format!(
+                    "shard {shard} is held by {holder}: {}",
+                    failures[&holder]
+                )),
                 Some(holder) if self.shards.peer(&holder).is_none() => Some(format!(
                     "shard {shard} is held by {holder}, which did not say where it serves \
                      (--grpc-advertise-address)"

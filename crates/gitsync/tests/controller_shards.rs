@@ -905,3 +905,44 @@ async fn a_forged_membership_lease_does_not_redirect_a_replicas_requests() -> an
     holding.stop().await;
     Ok(())
 }
+
+/// A live replica that holds no shard (one draining during a rollout, its server already
+/// closed) does not fail the questions the others gather: every shard's holder answered.
+/// Here a membership Lease of replica `zz-ghost` (last in order, so no shard moves to it) with an address nobody serves: GetStatus at the
+/// replica without the source's shard still answers. Before, any replica's failure failed it.
+#[tokio::test]
+async fn a_replica_holding_no_shard_does_not_fail_a_gathered_answer() -> anyhow::Result<()> {
+    use k8s_openapi::api::coordination::v1::Lease;
+
+    let (cluster, holding, other, _source) = one_source_on_two_replicas().await?;
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), "arbor-system");
+    let ghost: Lease = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": "arbor-gitsync-member-zz-ghost",
+            "annotations": {"arbor.dev/grpc-address": "http://127.0.0.1:9"},
+        },
+        "spec": {
+            "holderIdentity": "zz-ghost",
+            "leaseDurationSeconds": 3600,
+            "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                k8s_openapi::jiff::Timestamp::now()
+            ),
+        },
+    }))?;
+    leases.create(&Default::default(), &ghost).await?;
+    eventually(
+        "the other replica to count the ghost as a live replica",
+        || async { Ok(other.running().context().shards.peer("zz-ghost").map(drop)) },
+    )
+    .await?;
+    let status = other
+        .grpc()
+        .await?
+        .get_status(arbor_proto::v1::GetStatusRequest::default())
+        .await?
+        .into_inner();
+    assert_eq!(status.sources.len(), 1, "the holder's answer is enough");
+    other.stop().await;
+    holding.stop().await;
+    Ok(())
+}

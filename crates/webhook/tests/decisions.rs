@@ -258,6 +258,54 @@ async fn source_specs_are_validated_field_by_field() {
     }
 }
 
+/// A source stored under older, looser URL rules can still change its metadata, above all lose
+/// gitsync's finalizer when it is deleted (else it stays Terminating for good), as long as its
+/// spec stays as it was; a change of its spec is judged by today's rules.
+#[tokio::test]
+async fn an_update_that_keeps_a_spec_older_rules_accepted_is_allowed() {
+    let policy = policy(
+        settings(ClusterGitTrackMode::IncludeNamespaced),
+        vec![],
+        None,
+    );
+    let spec = json!({
+        "repository": "https://git.example.com:abc/apps.git",
+        "reference": {"branch": "main"},
+    });
+    let stored = json!({
+        "apiVersion": ARBOR, "kind": "GitTrack",
+        "metadata": {"name": "apps", "namespace": "team-a", "finalizers": ["arbor.dev/gitsync"]},
+        "spec": spec,
+    });
+    let mut released = stored.clone();
+    released["metadata"]["finalizers"] = json!([]);
+    let update = |new: Value| {
+        request(
+            "UPDATE",
+            ("arbor.dev", "v1alpha1", "GitTrack"),
+            Some("team-a"),
+            "apps",
+            "system:serviceaccount:arbor-system:arbor-gitsync",
+            Some(new),
+            Some(stored.clone()),
+        )
+    };
+    let verdict = decide(&policy, update(released.clone())).await;
+    assert!(verdict.allowed(), "{verdict:?}");
+    let mut changed = released;
+    changed["spec"]["reference"] = json!({"branch": "next"});
+    let decision = decide(&policy, update(changed)).await.decision();
+    assert!(
+        !decision.allowed,
+        "a changed spec is judged by today's rules"
+    );
+    assert!(
+        decision.reason.contains("spec.repository"),
+        "{}",
+        decision.reason
+    );
+}
+
 #[tokio::test]
 async fn clustergittrack_secret_reference_must_name_its_namespace() {
     let policy = policy(
