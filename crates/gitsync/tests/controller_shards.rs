@@ -861,20 +861,15 @@ async fn replicas_pass_requests_over_mutual_tls_as_the_chart_authorizes_them() -
     Ok(())
 }
 
-/// Only a replica's own membership Lease says where it serves. A Lease that another component
-/// (or anyone who may write Leases in the namespace) names after a real replica as its holder,
-/// with an address of its own, must not redirect the requests meant for that replica: the
-/// trigger still reaches the real holder. Before, the Lease listed last won.
-#[tokio::test]
-async fn a_forged_membership_lease_does_not_redirect_a_replicas_requests() -> anyhow::Result<()> {
+/// Creates Lease `name` in the Lease namespace as a live membership Lease of replica `holder`,
+/// saying it serves at an address where nothing answers.
+async fn member_lease(cluster: &Cluster, name: &str, holder: &str) -> anyhow::Result<()> {
     use k8s_openapi::api::coordination::v1::Lease;
 
-    let (cluster, holding, other, _source) = one_source_on_two_replicas().await?;
-    let holder = shards_identity(&holding).to_owned();
     let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), "arbor-system");
-    let forged: Lease = serde_json::from_value(serde_json::json!({
+    let lease: Lease = serde_json::from_value(serde_json::json!({
         "metadata": {
-            "name": "arbor-gitsync-member-zzz-forged",
+            "name": name,
             "annotations": {"arbor.dev/grpc-address": "http://127.0.0.1:9"},
         },
         "spec": {
@@ -885,7 +880,19 @@ async fn a_forged_membership_lease_does_not_redirect_a_replicas_requests() -> an
             ),
         },
     }))?;
-    leases.create(&Default::default(), &forged).await?;
+    leases.create(&Default::default(), &lease).await?;
+    Ok(())
+}
+
+/// Only a replica's own membership Lease says where it serves. A Lease that another component
+/// (or anyone who may write Leases in the namespace) names after a real replica as its holder,
+/// with an address of its own, must not redirect the requests meant for that replica: the
+/// trigger still reaches the real holder. Before, the Lease listed last won.
+#[tokio::test]
+async fn a_forged_membership_lease_does_not_redirect_a_replicas_requests() -> anyhow::Result<()> {
+    let (cluster, holding, other, _source) = one_source_on_two_replicas().await?;
+    let holder = shards_identity(&holding).to_owned();
+    member_lease(&cluster, "arbor-gitsync-member-zzz-forged", &holder).await?;
     // Two looks at the Leases (renew interval 1 s) later, the forged one has been read.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let address = other.running().context().shards.peer(&holder);
@@ -912,24 +919,8 @@ async fn a_forged_membership_lease_does_not_redirect_a_replicas_requests() -> an
 /// replica without the source's shard still answers. Before, any replica's failure failed it.
 #[tokio::test]
 async fn a_replica_holding_no_shard_does_not_fail_a_gathered_answer() -> anyhow::Result<()> {
-    use k8s_openapi::api::coordination::v1::Lease;
-
     let (cluster, holding, other, _source) = one_source_on_two_replicas().await?;
-    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), "arbor-system");
-    let ghost: Lease = serde_json::from_value(serde_json::json!({
-        "metadata": {
-            "name": "arbor-gitsync-member-zz-ghost",
-            "annotations": {"arbor.dev/grpc-address": "http://127.0.0.1:9"},
-        },
-        "spec": {
-            "holderIdentity": "zz-ghost",
-            "leaseDurationSeconds": 3600,
-            "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
-                k8s_openapi::jiff::Timestamp::now()
-            ),
-        },
-    }))?;
-    leases.create(&Default::default(), &ghost).await?;
+    member_lease(&cluster, "arbor-gitsync-member-zz-ghost", "zz-ghost").await?;
     eventually(
         "the other replica to count the ghost as a live replica",
         || async { Ok(other.running().context().shards.peer("zz-ghost").map(drop)) },
