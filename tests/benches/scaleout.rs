@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use arbor_api::GitTrack;
-use arbor_e2e::shards::{Replica, ShardLeases, gitsync_flags};
+use arbor_e2e::shards::{GITSYNC_LEASES, LEASE_NAMESPACE, Replica, SHARDS, gitsync_flags};
 use arbor_kube_emu::KubeEmu;
 use arbor_testkit::bench::{self, Row, Table};
 use arbor_testkit::cluster::{apply, ensure_namespace, install_crds};
@@ -27,14 +27,7 @@ use arbor_testkit::{GitRepo, Process};
 use kube::Api;
 use serde_json::json;
 
-const SHARDS: u32 = 6;
 const FILES: usize = 10;
-const NAMESPACE: &str = "arbor-system";
-const LEASES: ShardLeases<'static> = ShardLeases {
-    namespace: NAMESPACE,
-    prefix: "arbor-gitsync-shard-",
-    count: SHARDS,
-};
 /// How long one run may take before the bench gives up.
 const PATIENCE: Duration = Duration::from_secs(1200);
 /// How long the replicas may take to share the Leases.
@@ -86,7 +79,7 @@ fn replica(emu: &KubeEmu, dir: &Path, name: &str) -> Process {
         name,
         lease_duration: Duration::from_secs(15),
     }
-    .start(emu, dir, &LEASES, &flags)
+    .start(emu, dir, &GITSYNC_LEASES, &flags)
 }
 
 /// `replicas` gitsync processes sync `load` on a fresh emulator.
@@ -94,7 +87,7 @@ async fn run(replicas: usize, load: Load) -> anyhow::Result<Run> {
     let emu = KubeEmu::start().await?;
     let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
     install_crds(&client, BALANCE).await?;
-    ensure_namespace(&client, NAMESPACE).await?;
+    ensure_namespace(&client, LEASE_NAMESPACE).await?;
     let tempdir = tempfile::tempdir()?;
     let dir = tempdir.path();
     let repos = repositories(dir, load)?;
@@ -103,7 +96,7 @@ async fn run(replicas: usize, load: Load) -> anyhow::Result<Run> {
     }
     let names: Vec<String> = (0..replicas).map(|i| format!("gitsync-{i}")).collect();
     let mut processes: Vec<Process> = names.iter().map(|name| replica(&emu, dir, name)).collect();
-    LEASES.balanced(&client, &names, BALANCE).await;
+    GITSYNC_LEASES.balanced(&client, &names, BALANCE).await;
 
     emu.requests().reset();
     let started = Instant::now();

@@ -29,6 +29,18 @@ pub const SHARDS: u32 = 6;
 pub const LEASE_DURATION: Duration = Duration::from_secs(5);
 /// Where the shard Leases live.
 pub const LEASE_NAMESPACE: &str = "arbor-system";
+/// gitsync's shard Leases as the sharding tests and the scale-out bench run them.
+pub const GITSYNC_LEASES: ShardLeases<'static> = ShardLeases {
+    namespace: LEASE_NAMESPACE,
+    prefix: "arbor-gitsync-shard-",
+    count: SHARDS,
+};
+/// The observer's shard Leases, the same way.
+pub const OBSERVER_LEASES: ShardLeases<'static> = ShardLeases {
+    namespace: LEASE_NAMESPACE,
+    prefix: "arbor-observer-shard-",
+    count: SHARDS,
+};
 
 /// The name of replica `replica` of a component whose replicas are `<prefix><i>` (`gitsync-`,
 /// `observer-`): its Lease identity and the username of its token.

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use arbor_api::{Application, ApplicationState};
 use arbor_e2e::eventually;
 use arbor_e2e::shards::{
-    LEASE_DURATION, LEASE_NAMESPACE, REPLICAS, Replica, SHARDS, ShardLeases, replica_name,
+    LEASE_DURATION, LEASE_NAMESPACE, OBSERVER_LEASES, REPLICAS, Replica, SHARDS, replica_name,
     replica_names,
 };
 use arbor_e2e::system::WAIT;
@@ -34,11 +34,6 @@ use serde_json::json;
 const APPLICATIONS: usize = 300;
 /// The replicas' names: `observer-<i>`.
 const REPLICA_PREFIX: &str = "observer-";
-const LEASES: ShardLeases<'static> = ShardLeases {
-    namespace: LEASE_NAMESPACE,
-    prefix: "arbor-observer-shard-",
-    count: SHARDS,
-};
 
 fn namespace_of(application: usize) -> String {
     format!("app-{application:03}")
@@ -60,7 +55,7 @@ fn observer(emu: &KubeEmu, dir: &Path, replica: usize) -> Process {
         name: &name,
         lease_duration: LEASE_DURATION,
     };
-    replica.start(emu, dir, &LEASES, &[])
+    replica.start(emu, dir, &OBSERVER_LEASES, &[])
 }
 
 /// Changes every Application to `revision`.
@@ -179,7 +174,7 @@ async fn three_replicas_share_three_hundred_applications_take_over_a_killed_ones
     let mut replicas: Vec<Process> = (0..REPLICAS)
         .map(|replica| observer(&emu, dir, replica))
         .collect();
-    let holders = LEASES
+    let holders = OBSERVER_LEASES
         .balanced(&client, &replica_names(REPLICA_PREFIX, &[0, 1, 2]), WAIT)
         .await;
     applied(&client, 1, WAIT).await;
@@ -194,7 +189,7 @@ async fn three_replicas_share_three_hundred_applications_take_over_a_killed_ones
     // SIGKILL observer-2: the others take its shards over within about a lease duration.
     replicas[2].kill().unwrap();
     let killed = Instant::now();
-    LEASES
+    OBSERVER_LEASES
         .balanced(&client, &replica_names(REPLICA_PREFIX, &[0, 1]), WAIT)
         .await;
     let taken_over = killed.elapsed();
@@ -212,7 +207,7 @@ async fn three_replicas_share_three_hundred_applications_take_over_a_killed_ones
 
     // observer-2 comes back: three share the shards again; a change is applied once each.
     replicas[2].restart().unwrap();
-    let holders = LEASES
+    let holders = OBSERVER_LEASES
         .balanced(&client, &replica_names(REPLICA_PREFIX, &[0, 1, 2]), WAIT)
         .await;
     let mark = emu.requests().snapshot().len();
@@ -222,7 +217,7 @@ async fn three_replicas_share_three_hundred_applications_take_over_a_killed_ones
     let records = emu.requests().snapshot();
     once_by_the_holder(&records[mark..], &shards, &holders);
 
-    let checked = LEASES.no_write_without_the_shard(&records, REPLICA_PREFIX, &shards);
+    let checked = OBSERVER_LEASES.no_write_without_the_shard(&records, REPLICA_PREFIX, &shards);
     assert!(checked >= 4 * APPLICATIONS, "only {checked} writes checked");
     println!("{checked} writes in the Applications' namespaces, each by its shard's holder");
 

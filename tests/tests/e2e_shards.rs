@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use arbor_api::GitTrack;
 use arbor_e2e::eventually;
 use arbor_e2e::shards::{
-    LEASE_DURATION, LEASE_NAMESPACE, REPLICAS, Replica, SHARDS, ShardLeases, gitsync_flags,
+    GITSYNC_LEASES, LEASE_DURATION, LEASE_NAMESPACE, REPLICAS, Replica, SHARDS, gitsync_flags,
     replica_name, replica_names,
 };
 use arbor_e2e::system::WAIT;
@@ -35,11 +35,6 @@ use serde_json::json;
 const SOURCES: usize = 30;
 /// The replicas' names: `gitsync-<i>`.
 const REPLICA_PREFIX: &str = "gitsync-";
-const LEASES: ShardLeases<'static> = ShardLeases {
-    namespace: LEASE_NAMESPACE,
-    prefix: "arbor-gitsync-shard-",
-    count: SHARDS,
-};
 
 fn team(source: usize) -> String {
     format!("team-{source:02}")
@@ -66,7 +61,7 @@ fn gitsync(emu: &KubeEmu, dir: &Path, replica: usize) -> Process {
         name: &name,
         lease_duration: LEASE_DURATION,
     };
-    replica.start(emu, dir, &LEASES, &flags)
+    replica.start(emu, dir, &GITSYNC_LEASES, &flags)
 }
 
 /// Waits until every source synced `commit`, its ConfigMap says `revision` and its status
@@ -200,7 +195,7 @@ async fn three_replicas_share_thirty_sources_take_over_a_killed_ones_and_rebalan
     let mut replicas: Vec<Process> = (0..REPLICAS)
         .map(|replica| gitsync(&emu, dir, replica))
         .collect();
-    let holders = LEASES
+    let holders = GITSYNC_LEASES
         .balanced(&client, &replica_names(REPLICA_PREFIX, &[0, 1, 2]), WAIT)
         .await;
     let handled = synced(&client, &first, 1, &holders, WAIT).await;
@@ -226,7 +221,7 @@ async fn three_replicas_share_thirty_sources_take_over_a_killed_ones_and_rebalan
     replicas[2].kill().unwrap();
     let killed = Instant::now();
     let third = write_revision(&repo, 3);
-    let holders = LEASES
+    let holders = GITSYNC_LEASES
         .balanced(&client, &replica_names(REPLICA_PREFIX, &[0, 1]), WAIT)
         .await;
     let taken_over = killed.elapsed();
@@ -254,7 +249,7 @@ async fn three_replicas_share_thirty_sources_take_over_a_killed_ones_and_rebalan
     // gitsync-2 comes back: the shards spread over three again, and a commit is synced once
     // per source by the new holders.
     replicas[2].restart().unwrap();
-    let holders = LEASES
+    let holders = GITSYNC_LEASES
         .balanced(&client, &replica_names(REPLICA_PREFIX, &[0, 1, 2]), WAIT)
         .await;
     let mark = emu.requests().snapshot().len();
@@ -264,7 +259,7 @@ async fn three_replicas_share_thirty_sources_take_over_a_killed_ones_and_rebalan
     let records = emu.requests().snapshot();
     exactly_once_by_the_holder(&records[mark..], &handled, &shards, &holders);
 
-    let checked = LEASES.no_write_without_the_shard(&records, REPLICA_PREFIX, &shards);
+    let checked = GITSYNC_LEASES.no_write_without_the_shard(&records, REPLICA_PREFIX, &shards);
     assert!(checked >= 4 * SOURCES, "only {checked} writes checked");
     println!("{checked} writes in the sources' namespaces, each by its shard's holder");
 
