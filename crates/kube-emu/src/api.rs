@@ -248,6 +248,7 @@ where
         }
         Route::OpenApi(path) => openapi::serve(&shared.state().registry, &path),
         Route::Resource(target) => {
+            let reads = parts.method == http::Method::GET;
             let context = RequestContext {
                 identity,
                 method: parts.method,
@@ -257,7 +258,20 @@ where
                 body,
                 warnings: Mutex::new(Vec::new()),
             };
-            handlers::handle(&shared, context).await
+            if reads {
+                return handlers::handle(&shared, context).await;
+            }
+            // A write the server has taken is carried out even when its client stops waiting
+            // for the answer: kube-apiserver does not promise to cancel it (only a write not yet
+            // sent to storage is dropped with the request's context), so a client must never
+            // count on a request it gave up on having no effect. Reads stay tied to their client.
+            tokio::spawn(async move { handlers::handle(&shared, context).await })
+                .await
+                .unwrap_or_else(|failed| {
+                    Err(ApiError::internal(&format!(
+                        "serving the request failed: {failed}"
+                    )))
+                })
         }
         Route::Admin(path) => admin::serve(&shared, &parts.method, &path, &body),
         Route::Unknown => Err(ApiError::no_such_route()),

@@ -6,13 +6,14 @@
 //! usernames; an empty list matches anything) and an [`FaultEffect`]. Status faults fire at a
 //! deterministic rate: with rate `r`, the k-th matching request fails when `⌊k·r⌋ > ⌊(k−1)·r⌋`
 //! (so 1.0 is every request, 0.5 every second one, 0.25 every fourth), at most `times` times.
-//! Latency faults delay every matching request. A CloseWatches fault acts once, when injected:
+//! Latency faults delay every matching request; Stall faults delay the first `times` of them. A CloseWatches fault acts once, when injected:
 //! it ends the matching watches open at that moment and is not kept.
 //!
 //! Faults are injected from tests through `KubeEmu::faults()` or over HTTP on the emulator's own
 //! listener: `POST /__emu/faults` with one [`Fault`] as JSON (for example
 //! `{"verbs":["update"],"resources":["configmaps"],"effect":{"status":{"code":409,"rate":0.5}}}`,
-//! `{"effect":{"latency":250}}` in milliseconds, `{"effect":"closeWatches"}`), `GET` to list,
+//! `{"effect":{"latency":250}}` in milliseconds, `{"effect":{"stall":{"delay":3000,"times":1}}}`,
+//! `{"effect":"closeWatches"}`), `GET` to list,
 //! `DELETE` to clear. With no fault injected the request path checks one atomic flag.
 
 use std::fmt;
@@ -104,6 +105,14 @@ pub enum FaultEffect {
     },
     /// Delay matching requests by this long (JSON: milliseconds).
     Latency(#[serde(with = "millis")] Duration),
+    /// Delay only the first `times` matching requests by `delay` (JSON: milliseconds); the
+    /// requests after them are served at once, so a later request can be served before an
+    /// earlier one, as two requests to kube-apiserver can be.
+    Stall {
+        #[serde(with = "millis")]
+        delay: Duration,
+        times: u32,
+    },
     /// End the matching watch streams open now.
     CloseWatches,
 }
@@ -303,7 +312,8 @@ impl Faults {
             .collect()
     }
 
-    /// How many times each status fault has fired, in injection order (0 for latency faults).
+    /// How many times each status or stall fault has fired, in injection order (0 for latency
+    /// faults).
     pub fn fired(&self) -> Vec<u32> {
         self.armed().iter().map(|armed| armed.fired).collect()
     }
@@ -320,6 +330,11 @@ impl Faults {
             }
             match armed.fault.effect.clone() {
                 FaultEffect::Latency(delay) => outcome.delay += delay,
+                FaultEffect::Stall { delay, times } => {
+                    if armed.fires(1.0, Some(times)) {
+                        outcome.delay += delay;
+                    }
+                }
                 FaultEffect::Status { code, rate, times } => {
                     if armed.fires(rate, times) && outcome.status.is_none() {
                         outcome.status = Some(code);
@@ -386,6 +401,29 @@ mod tests {
         assert_eq!(faults.fired(), vec![2]);
         faults.clear();
         assert!(faults.list().is_empty());
+    }
+
+    #[test]
+    fn a_stall_delays_only_the_first_matching_requests() {
+        let faults = Faults::default();
+        let stall: Fault = serde_json::from_value(serde_json::json!({
+            "verbs": ["patch"],
+            "effect": {"stall": {"delay": 3000, "times": 1}}
+        }))
+        .expect("parses");
+        faults.inject(stall);
+        assert_eq!(
+            faults.decide(&target("get", "configmaps")).delay,
+            Duration::ZERO
+        );
+        let delays: Vec<Duration> = (0..3)
+            .map(|_| faults.decide(&target("patch", "configmaps")).delay)
+            .collect();
+        assert_eq!(
+            delays,
+            vec![Duration::from_secs(3), Duration::ZERO, Duration::ZERO]
+        );
+        assert_eq!(faults.fired(), vec![1]);
     }
 
     #[test]

@@ -1061,8 +1061,14 @@ impl Sync<'_> {
                 progress = tally.progress_write(known);
             }
         }
-        // A progress write still in flight is dropped: the round's finished status follows.
-        drop(progress);
+        // A progress write still in flight is finished, never dropped: the API server may carry
+        // out a request its client gave up on, after the round's finished status, and as both
+        // apply the whole status under one field manager the late one would take the commit
+        // and Ready away again.
+        if let Some(write) = progress {
+            let written = write.await;
+            tally.progress_written(known, written);
+        }
         tally.record_unapplied(known, plan);
         wrote_crd
     }
