@@ -311,13 +311,20 @@ async fn conditions(
         .unwrap_or_default())
 }
 
-/// Issue 23 item 9: while a round applies a new commit, slowly (every ConfigMap write takes
-/// 400 ms; the round applies 8 objects at a time, so 24 new ones take several seconds), the
-/// source says Reconciling=True with applied/total and is not Ready; Ready comes back only when
-/// the round of the new commit finished.
-#[tokio::test]
-async fn a_round_in_flight_is_reconciling_with_progress_and_ready_only_when_finished()
--> anyhow::Result<()> {
+/// A GitTrack synced to its first commit (one ConfigMap), and a second commit of 24 more whose
+/// round is slow: every ConfigMap write takes 1 s, so the part of the round after its first
+/// progress write takes seconds, whatever the window's width.
+struct SlowRound {
+    cluster: Cluster,
+    instance: Instance,
+    source: SourceRef,
+    first: String,
+    second: String,
+    /// Kept: the repository's directory lives as long as it.
+    _repo: Repo,
+}
+
+async fn slow_round() -> anyhow::Result<SlowRound> {
     let cluster = Cluster::start().await?;
     cluster.namespace("foo").await?;
     let repo = Repo::new()?;
@@ -328,19 +335,41 @@ async fn a_round_in_flight_is_reconciling_with_progress_and_ready_only_when_fini
         .await?;
     let source = cluster.create_gittrack("foo", "apps", &repo).await?;
     cluster.synced(&instance, &source, &first).await?;
-
     for index in 0..24 {
         let name = format!("more-{index}");
         repo.write(&format!("{name}.yaml"), &configmap(None, &name, "1"))?;
     }
     let second = repo.commit("24 more")?;
     cluster.emu.faults().inject(
-        // Slow enough that the second half of the round (applied after the first progress
-        // write) takes seconds, whatever the window's width.
         Fault::new(FaultEffect::Latency(Duration::from_millis(1000)))
             .verbs(&["patch"])
             .resources(&["configmaps"]),
     );
+    Ok(SlowRound {
+        cluster,
+        instance,
+        source,
+        first,
+        second,
+        _repo: repo,
+    })
+}
+
+/// Issue 23 item 9: while a round applies a new commit, slowly (every ConfigMap write takes
+/// 400 ms; the round applies 8 objects at a time, so 24 new ones take several seconds), the
+/// source says Reconciling=True with applied/total and is not Ready; Ready comes back only when
+/// the round of the new commit finished.
+#[tokio::test]
+async fn a_round_in_flight_is_reconciling_with_progress_and_ready_only_when_finished()
+-> anyhow::Result<()> {
+    let SlowRound {
+        cluster,
+        instance,
+        source,
+        first,
+        second,
+        _repo,
+    } = slow_round().await?;
     instance.request_round(&source);
     let (reconciling, ready) = eventually("the round's progress on the source", || async {
         let conditions = conditions(&cluster, &source).await?;
@@ -383,28 +412,15 @@ async fn a_round_in_flight_is_reconciling_with_progress_and_ready_only_when_fini
 /// progress) is held 4 s by the API server while the round's 24 ConfigMap writes take about 3 s.
 #[tokio::test]
 async fn a_progress_write_never_lands_after_the_rounds_finished_status() -> anyhow::Result<()> {
-    let cluster = Cluster::start().await?;
-    cluster.namespace("foo").await?;
-    let repo = Repo::new()?;
-    repo.write("first.yaml", &configmap(None, "first", "1"))?;
-    let first = repo.commit("one")?;
-    let instance = cluster
-        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
-        .await?;
-    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
-    cluster.synced(&instance, &source, &first).await?;
-
-    for index in 0..24 {
-        let name = format!("more-{index}");
-        repo.write(&format!("{name}.yaml"), &configmap(None, &name, "1"))?;
-    }
-    let second = repo.commit("24 more")?;
+    let SlowRound {
+        cluster,
+        instance,
+        source,
+        second,
+        _repo,
+        ..
+    } = slow_round().await?;
     let faults = cluster.emu.faults();
-    faults.inject(
-        Fault::new(FaultEffect::Latency(Duration::from_millis(1000)))
-            .verbs(&["patch"])
-            .resources(&["configmaps"]),
-    );
     faults.inject(
         Fault::new(FaultEffect::Stall {
             delay: Duration::from_secs(4),
