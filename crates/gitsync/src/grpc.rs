@@ -66,6 +66,22 @@ impl SyncServiceImpl {
         SyncServiceServer::new(self)
     }
 
+    /// The object `source` declares as `key`, as it applies it.
+    fn desired_of(
+        &self,
+        source: &SourceRef,
+        key: &ObjectKey,
+        record: &ObjectRecord,
+    ) -> Result<serde_json::Value, Status> {
+        record
+            .desired(&self.ctx.settings, source, key.namespace.as_deref())
+            .ok_or_else(|| {
+                Status::internal(format!(
+                    "the declaration of {key} is missing from the state of {source}"
+                ))
+            })
+    }
+
     /// Decides for `key` now: the declaration (if any), the live object, the table's row.
     async fn assess(
         &self,
@@ -122,12 +138,15 @@ impl SyncServiceImpl {
                 .unwrap_or(true),
             None => self.ctx.registry.any_declares_kind(&key.group_kind),
         };
+        let desired = declared
+            .map(|(source, _, record)| self.desired_of(source, key, record))
+            .transpose()?;
         let target = Target {
             gvk: &gvk,
             namespace: key.namespace.as_deref(),
             name: &key.name,
             sync_declared,
-            desired: declared.map(|(_, _, record)| &*record.desired),
+            desired: desired.as_ref(),
             compare: &compare,
         };
         let live = match self.ctx.applier.live(&target).await {
@@ -677,6 +696,7 @@ impl SyncService for SyncServiceImpl {
             };
             accepted += 1;
             let compare = CompareFields::parse(&record.compare_fields).unwrap_or_default();
+            let desired = self.desired_of(&source, &key, &record)?;
             let target = Target {
                 gvk: &record.gvk,
                 namespace: key.namespace.as_deref(),
@@ -686,7 +706,7 @@ impl SyncService for SyncServiceImpl {
                     .registry
                     .declares_kind(&source, &key.group_kind)
                     .unwrap_or(true),
-                desired: Some(&record.desired),
+                desired: Some(&desired),
                 compare: &compare,
             };
             // Written as the source writes in its rounds (its service account, if any).
@@ -795,9 +815,9 @@ impl SyncService for SyncServiceImpl {
         };
         // A Secret's payload stays inside Secret protection (arbor_policy::secret): the answer
         // carries the rest of the object, which drift prevention compares.
-        let object_json =
-            serde_json::to_string(&arbor_policy::secret::without_payload(&record.desired))
-                .map_err(|error| Status::internal(error.to_string()))?;
+        let desired = self.desired_of(&source, &key, &record)?;
+        let object_json = serde_json::to_string(&arbor_policy::secret::without_payload(&desired))
+            .map_err(|error| Status::internal(error.to_string()))?;
         Ok(Response::new(proto::GetDeclaredResponse {
             declared: true,
             object_json,

@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use arbor_api::keys::{ArborKeys, Keys};
+use arbor_api::keys::{ArborKeys, Keys, SourceRef};
+use arbor_policy::keys::ManagementLabel;
 use arbor_policy::layout::{DeclaredObject, DeclaredState};
 use arbor_policy::object::{GroupKind, GroupVersionKind, ObjectKey, gvk};
 use arbor_policy::ownership::{ObjectScope, TrackingObject, WatchScope};
@@ -50,9 +51,10 @@ pub struct PlannedObject {
     pub gvk: GroupVersionKind,
     pub served: ServedKind,
     pub tracking: TrackingObject,
-    /// The applied form, shared with the registry's record of the object (one copy per
-    /// object, however many hold it).
-    pub desired: Arc<Value>,
+    /// The key of its declaration in the state it was planned from (without the namespace a
+    /// GitTrack gives objects that name none). Its applied form is made when it is written
+    /// ([`PlannedObject::applied_form`]), so a round holds a few at a time, not all.
+    pub declared: ObjectKey,
     pub file: String,
     pub inherited_from: Option<String>,
     pub compare: CompareFields,
@@ -63,6 +65,42 @@ impl PlannedObject {
     pub fn namespace(&self) -> Option<&str> {
         self.key.namespace.as_deref()
     }
+
+    /// The object as `source` applies it, from `state`, the state it was planned from.
+    pub fn applied_form(
+        &self,
+        state: &DeclaredState,
+        keys: &Keys,
+        label: &ManagementLabel,
+        source: &SourceRef,
+    ) -> Value {
+        match state.objects.get(&self.declared) {
+            Some(declared) => applied_form_for(keys, label, source, declared, self.namespace()),
+            // Planned from this very state: not expected. An empty object is refused by the
+            // API server with an error naming the object, never applied as something else.
+            None => Value::Object(serde_json::Map::new()),
+        }
+    }
+}
+
+/// `declared` as `source` applies it: landing in `namespace`, with the management label and
+/// the source and declared-in annotations.
+pub fn applied_form_for(
+    keys: &Keys,
+    label: &ManagementLabel,
+    source: &SourceRef,
+    declared: &DeclaredObject,
+    namespace: Option<&str>,
+) -> Value {
+    let source_annotation = keys.source_annotation();
+    let declared_in_annotation = keys.declared_in_annotation();
+    let source_value = source.to_string();
+    let marks = Marks {
+        label,
+        source: (&source_annotation, &source_value),
+        declared_in: (&declared_in_annotation, &declared.source.path),
+    };
+    applied_form(&declared.object, namespace, &marks)
 }
 
 /// A declared object that is not applied.
@@ -104,9 +142,6 @@ impl Planner<'_> {
     /// Plans the objects of `part` that `state` declares for `handle`.
     pub async fn plan(&self, handle: &SourceHandle, state: &DeclaredState, part: Part) -> Plan {
         let mut plan = Plan::default();
-        let source_annotation = self.keys.source_annotation();
-        let declared_in_annotation = self.keys.declared_in_annotation();
-        let source_value = handle.reference.to_string();
         for (key, declared) in &state.objects {
             if Part::of(&key.group_kind) != part {
                 continue;
@@ -145,11 +180,6 @@ impl Planner<'_> {
                 TrackingObject::GitTrackObject { namespace } => Some(namespace.clone()),
                 TrackingObject::ClusterGitTrackObject => None,
             };
-            let marks = Marks {
-                label: self.label,
-                source: (&source_annotation, &source_value),
-                declared_in: (&declared_in_annotation, &declared.source.path),
-            };
             let compare_fields = state
                 .kinds
                 .get(&key.group_kind)
@@ -160,7 +190,7 @@ impl Planner<'_> {
                     namespace: namespace.clone(),
                     ..key.clone()
                 },
-                desired: Arc::new(applied_form(&declared.object, namespace.as_deref(), &marks)),
+                declared: key.clone(),
                 gvk: object_gvk,
                 served,
                 tracking,

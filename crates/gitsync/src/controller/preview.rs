@@ -338,11 +338,23 @@ async fn plan(
             }
         }
     }
+    let desired: Vec<serde_json::Value> = planned
+        .iter()
+        .map(|object| {
+            object.applied_form(
+                state,
+                &ctx.settings.keys,
+                &ctx.settings.label,
+                &handle.reference,
+            )
+        })
+        .collect();
     let declared: Vec<DeclaredInput<'_>> = planned
         .iter()
-        .map(|object| DeclaredInput {
+        .zip(&desired)
+        .map(|(object, desired)| DeclaredInput {
             key: &object.key,
-            desired: &object.desired,
+            desired,
             compare: &object.compare,
         })
         .collect();

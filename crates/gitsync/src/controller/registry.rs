@@ -14,6 +14,9 @@ use arbor_policy::sync::Decision;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
+use super::plan::applied_form_for;
+use super::settings::Settings;
+
 /// Where a declared object stands (the proto's `ManagedState`), decided in arbor-policy.
 pub use arbor_policy::sync::ObjectState;
 
@@ -24,13 +27,69 @@ pub struct ObjectRecord {
     /// The repository file, relative to subPath.
     pub file: String,
     pub inherited_from: Option<String>,
-    /// The applied form (for ignored objects: the declaration), shared with the round's plan.
-    pub desired: Arc<Value>,
+    /// What the object is declared as; [`ObjectRecord::desired`] makes its applied form.
+    pub declared: Declared,
     pub compare_fields: Vec<String>,
     pub state: ObjectState,
     pub message: String,
     pub decision: Option<Decision>,
     pub last_applied: Option<SystemTime>,
+}
+
+/// Where a record's object is declared. Applied forms are made when asked, never kept: kept
+/// for every object they were the largest part of gitsync's memory (at 10,000 objects, more
+/// than the declarations they are made from).
+#[derive(Debug, Clone)]
+pub enum Declared {
+    /// Applied: the declaration under `key` in the state the round that applied it synced.
+    Applied {
+        state: Arc<DeclaredState>,
+        key: ObjectKey,
+    },
+    /// Not applied (ignored, or failed before it was planned): the declaration as written.
+    AsWritten(Arc<Value>),
+}
+
+impl PartialEq for Declared {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (
+                Self::Applied { state, key },
+                Self::Applied {
+                    state: other_state,
+                    key: other_key,
+                },
+            ) => Arc::ptr_eq(state, other_state) && key == other_key,
+            (Self::AsWritten(object), Self::AsWritten(other)) => object == other,
+            _ => false,
+        }
+    }
+}
+
+impl ObjectRecord {
+    /// The object as `source` applies it (for an object not applied: as declared), landing in
+    /// `namespace` (the namespace the record is keyed with). `None` only for a record whose
+    /// declaration is missing from its own state, which a round never makes.
+    pub fn desired(
+        &self,
+        settings: &Settings,
+        source: &SourceRef,
+        namespace: Option<&str>,
+    ) -> Option<Value> {
+        match &self.declared {
+            Declared::Applied { state, key } => {
+                let declared = state.objects.get(key)?;
+                Some(applied_form_for(
+                    &settings.keys,
+                    &settings.label,
+                    source,
+                    declared,
+                    namespace,
+                ))
+            }
+            Declared::AsWritten(object) => Some(object.as_ref().clone()),
+        }
+    }
 }
 
 /// The last good state of a source.

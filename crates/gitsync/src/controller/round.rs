@@ -25,7 +25,7 @@ use super::live_objects::Snapshot;
 use super::notice;
 use super::object_status::{self, Attempt, in_sync_condition};
 use super::plan::{Part, Plan, PlannedObject, Planner, Why, crd_kinds, is_crd};
-use super::registry::{GoodState, ObjectRecord, ObjectState};
+use super::registry::{Declared, GoodState, ObjectRecord, ObjectState};
 use super::source_handle::SourceHandle;
 use super::status::{Changes, Counters, Outcome, RoundReport};
 use super::tracking::{self, InventoryRead, Tracked};
@@ -345,6 +345,8 @@ struct Known<'a> {
     /// Writes the source's objects, as its service account where it has one.
     applier: &'a Applier,
     state: &'a DeclaredState,
+    /// The same state, shared with the records the round makes ([`Declared::Applied`]).
+    shared_state: Arc<DeclaredState>,
     tracked: BTreeMap<ObjectKey, Tracked>,
     /// Tracking objects other sources manage: declaring one of their objects is a conflict.
     others: BTreeMap<ObjectKey, Tracked>,
@@ -449,6 +451,7 @@ async fn sync(
             handle,
             applier,
             state,
+            shared_state: good.state.clone(),
             tracked: inventory.owned,
             others: inventory.others,
             unowned: inventory.unowned,
@@ -727,11 +730,18 @@ impl Known<'_> {
         planned: &PlannedObject,
     ) -> Result<crate::apply::Outcome, ControllerError> {
         let mut decided = None;
+        let desired = planned.applied_form(
+            self.state,
+            &self.ctx.settings.keys,
+            &self.ctx.settings.label,
+            &self.handle.reference,
+        );
         let outcome = async {
             tracking::ensure(
                 self.ctx,
                 self.handle,
                 planned,
+                &desired,
                 self.tracked.get(&planned.key),
                 self.unowned.contains(&planned.key),
             )
@@ -741,7 +751,7 @@ impl Known<'_> {
                 namespace: planned.namespace(),
                 name: &planned.key.name,
                 sync_declared: self.state.declares_kind(&planned.key.group_kind),
-                desired: Some(&planned.desired),
+                desired: Some(&desired),
                 compare: &planned.compare,
             };
             let live = self.live_of(planned, &target).await?;
@@ -876,7 +886,10 @@ impl Tally {
             gvk: planned.gvk.clone(),
             file: planned.file.clone(),
             inherited_from: planned.inherited_from.clone(),
-            desired: planned.desired.clone(),
+            declared: Declared::Applied {
+                state: known.shared_state.clone(),
+                key: planned.declared.clone(),
+            },
             compare_fields: planned.compare_fields.clone(),
             state: ObjectState::Pending,
             message: String::new(),
@@ -993,7 +1006,7 @@ impl Tally {
                     gvk,
                     file: unapplied.file.clone(),
                     inherited_from: None,
-                    desired: unapplied.declared.clone(),
+                    declared: Declared::AsWritten(unapplied.declared.clone()),
                     compare_fields: Vec::new(),
                     state,
                     message,

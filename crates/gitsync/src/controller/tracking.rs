@@ -345,7 +345,12 @@ where
 /// The tracking object `planned` needs, as applied. A Secret's payload is not copied into it,
 /// only its digest ([`arbor_policy::secret`]): the applier takes the payload from the parsed
 /// repository, and a finalizer needs only the object's identity.
-fn desired_tracking(ctx: &Context, handle: &SourceHandle, planned: &PlannedObject) -> Value {
+fn desired_tracking(
+    ctx: &Context,
+    handle: &SourceHandle,
+    planned: &PlannedObject,
+    desired: &Value,
+) -> Value {
     let (kind, namespace) = match &planned.tracking {
         TrackingObject::GitTrackObject { namespace } => ("GitTrackObject", Some(namespace)),
         TrackingObject::ClusterGitTrackObject => ("ClusterGitTrackObject", None),
@@ -368,10 +373,10 @@ fn desired_tracking(ctx: &Context, handle: &SourceHandle, planned: &PlannedObjec
         "spec": {
             "name": planned.key.name,
             "kind": planned.key.group_kind.kind,
-            "data": arbor_policy::secret::without_payload(&planned.desired),
+            "data": arbor_policy::secret::without_payload(desired),
         },
     });
-    if let Some(digest) = ctx.fetcher.payload_digest(&planned.desired) {
+    if let Some(digest) = ctx.fetcher.payload_digest(desired) {
         tracking["spec"]["payloadDigest"] = json!(digest);
     }
     tracking
@@ -384,7 +389,8 @@ fn deletion_policy_text(policy: DeletionPolicy) -> &'static str {
     }
 }
 
-/// Makes the tracking object of `planned` exist as it should; returns whether it wrote.
+/// Makes the tracking object of `planned` (applied as `desired`) exist as it should; returns
+/// whether it wrote.
 /// A tracking object being deleted is left to its finalizer, which asks for a new round.
 ///
 /// `existing` is the source's own tracking object; `adopt` says a tracking object without a
@@ -395,10 +401,11 @@ pub async fn ensure(
     ctx: &Context,
     handle: &SourceHandle,
     planned: &PlannedObject,
+    desired: &Value,
     existing: Option<&Tracked>,
     adopt: bool,
 ) -> Result<bool, ControllerError> {
-    let desired = desired_tracking(ctx, handle, planned);
+    let desired = desired_tracking(ctx, handle, planned, desired);
     if let Some(existing) = existing
         && (existing.deleting() || is_current(existing, &desired))
     {
