@@ -230,7 +230,7 @@ impl Component {
         }
         let server_name = self.args.grpc_advertise_server_name.clone();
         let address = match &self.args.grpc_advertise_address {
-            Some(address) => address.clone(),
+            Some(address) => grpc::bracket_ipv6_host(address).into_owned(),
             None if bound.ip().is_loopback() => {
                 let scheme = if self.tls.as_ref().is_some_and(TlsMaterial::serves) {
                     "https"

@@ -73,8 +73,10 @@ pub struct PeerAddress {
 impl PeerAddress {
     fn of(lease: &Lease) -> Option<Self> {
         let annotations = lease.metadata.annotations.as_ref()?;
+        // Written by this code it is bracketed already; by hand, perhaps not.
+        let address = annotations.get(ADDRESS_ANNOTATION)?;
         Some(Self {
-            address: annotations.get(ADDRESS_ANNOTATION)?.clone(),
+            address: crate::grpc::bracket_ipv6_host(address).into_owned(),
         })
     }
 }
