@@ -206,7 +206,8 @@ impl Component {
     }
 
     /// Serves `routes` on `--grpc-addr` through the bounded listener, with this component's
-    /// TLS and `--grpc-allow` rules, until shutdown; returns the bound address.
+    /// TLS and `--grpc-allow` rules, until shutdown's last phase (after the Leases are
+    /// released: see [`Shutdown::spawn_server`]); returns the bound address.
     pub async fn serve_grpc(
         &self,
         routes: tonic::service::Routes,
@@ -215,8 +216,9 @@ impl Component {
         let listener =
             grpc::listener(self.args.grpc_addr, self.tls.as_ref(), self.limits.clone()).await?;
         let address = listener.local_addr();
-        self.shutdown
-            .spawn(listener.serve(grpc::router(routes, authz), self.shutdown.token()));
+        self.shutdown.spawn_server(
+            listener.serve(grpc::router(routes, authz), self.shutdown.serving_token()),
+        );
         Ok(address)
     }
 
