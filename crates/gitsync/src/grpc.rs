@@ -21,10 +21,17 @@
 //! the source's shard; GetStatus and ListManaged gather every live replica's answer;
 //! GetDeclared, Explain and ReportDrift ask the others about objects no source declares here.
 //! A replica that should answer and does not makes the request fail (`Unavailable` naming it)
-//! rather than answer from part of the sources. Where the holder cannot be reached (it did not
+//! rather than answer from part of the sources; so does a shard whose holder has not finished a
+//! round of each of its sources since it took the shard ([`shard::answered_shards`]), and every
+//! answer names the shards it covers ([`ANSWERED_SHARDS`]). A replica answers only from the
+//! records of the shards it answers for ([`shard::answers_for_source`]): while it stops, until
+//! its shard Leases are given up (the server closes after that), and never after. A stopping
+//! replica starts no work for a request (TriggerSync, ReportDrift): those answer `Unavailable`,
+//! to be retried at another replica. Where the holder cannot be reached (it did not
 //! advertise an address), TriggerSync answers `FailedPrecondition` naming it (also in the
 //! `arbor-shard-holder` metadata), or `Unavailable` while no replica holds the shard.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use arbor_api::keys::SourceRef;
@@ -36,13 +43,17 @@ use arbor_policy::sync::{
 use arbor_proto::from_kube;
 use arbor_proto::v1::sync_service_server::{SyncService, SyncServiceServer};
 use arbor_proto::v1::{self as proto, ManagedState};
+use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use crate::apply::{ApplyError, Target};
 use crate::controller::preview::{self, Change, PreviewError};
 use crate::controller::registry::{ObjectRecord, ObjectState, SourceRecord};
 use crate::controller::{Context, identity, shard};
-use crate::peer_replicas::{ADMISSION_PATIENCE, PeerReplicas, QUESTION_PATIENCE};
+use crate::peer_replicas::{
+    ADMISSION_PATIENCE, ANSWERED_SHARDS, Coverage, PeerAnswer, PeerReplicas, QUESTION_PATIENCE,
+    encode_shards,
+};
 
 /// How long `TriggerSync` with `wait` waits for the round.
 const TRIGGER_PATIENCE: Duration = Duration::from_secs(120);
@@ -55,11 +66,53 @@ pub const SHARD_HOLDER: &str = "arbor-shard-holder";
 pub struct SyncServiceImpl {
     ctx: Context,
     peers: PeerReplicas,
+    /// Cancelled when the replica starts stopping: no new work from then on.
+    stopping: CancellationToken,
 }
 
 impl SyncServiceImpl {
-    pub fn new(ctx: Context, peers: PeerReplicas) -> Self {
-        Self { ctx, peers }
+    pub fn new(ctx: Context, peers: PeerReplicas, stopping: CancellationToken) -> Self {
+        Self {
+            ctx,
+            peers,
+            stopping,
+        }
+    }
+
+    /// Refuses a request that would start work once this replica is stopping.
+    fn refuse_while_stopping(&self) -> Result<(), Status> {
+        if self.stopping.is_cancelled() {
+            return Err(Status::unavailable(format!(
+                "replica {} is stopping and starts no work; retry at another replica",
+                self.ctx.shards.identity()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The declarations of `key` in the records of the sources this replica answers for.
+    fn declarations(&self, key: &ObjectKey) -> Vec<(SourceRef, String, ObjectRecord)> {
+        let mut declarations = self.ctx.registry.declarations(key);
+        declarations.retain(|(source, _, _)| shard::answers_for_source(&self.ctx, source));
+        declarations
+    }
+
+    /// The records of the sources this replica answers for.
+    fn sources(&self) -> Vec<(SourceRef, SourceRecord)> {
+        let mut sources = self.ctx.registry.sources();
+        sources.retain(|(source, _)| shard::answers_for_source(&self.ctx, source));
+        sources
+    }
+
+    /// The other replicas' answers (see [`PeerReplicas::gather`]), this one answering for
+    /// `answered_here`.
+    fn gather<R>(
+        &self,
+        answers: Vec<PeerAnswer<R>>,
+        expected: tonic::Code,
+        answered_here: &BTreeSet<u32>,
+    ) -> Result<Vec<R>, Status> {
+        self.peers.gather(answers, expected, answered_here)
     }
 
     pub fn into_server(self) -> SyncServiceServer<Self> {
@@ -96,7 +149,7 @@ impl SyncServiceImpl {
         ),
         Status,
     > {
-        let declarations = self.ctx.registry.declarations(key);
+        let declarations = self.declarations(key);
         let declared = declarations
             .iter()
             .find(|(_, _, record)| record.state.may_manage());
@@ -183,6 +236,26 @@ fn managed_key(object: &proto::ManagedObject) -> (Option<ObjectIdentity>, Option
             .as_ref()
             .map(|source| (source.kind, source.namespace.clone(), source.name.clone())),
     )
+}
+
+/// `result`, saying in its metadata that it answers for `answered` ([`ANSWERED_SHARDS`]).
+fn answering<T>(
+    answered: &BTreeSet<u32>,
+    result: Result<Response<T>, Status>,
+) -> Result<Response<T>, Status> {
+    let Ok(value) = encode_shards(answered).parse() else {
+        return result;
+    };
+    match result {
+        Ok(mut response) => {
+            response.metadata_mut().insert(ANSWERED_SHARDS, value);
+            Ok(response)
+        }
+        Err(mut status) => {
+            status.metadata_mut().insert(ANSWERED_SHARDS, value);
+            Err(status)
+        }
+    }
 }
 
 /// The answer to a request about `source` that reached a replica not holding its shard.
@@ -483,153 +556,167 @@ impl SyncService for SyncServiceImpl {
         &self,
         request: Request<proto::GetStatusRequest>,
     ) -> Result<Response<proto::GetStatusResponse>, Status> {
-        let wanted = source_ref_from(request.get_ref().source.as_ref())?;
-        let mut sources: Vec<proto::SourceStatus> = self
-            .ctx
-            .registry
-            .sources()
-            .iter()
-            .filter(|(source, _)| wanted.as_ref().is_none_or(|wanted| wanted == source))
-            .map(|(source, record)| source_status(source, record))
-            .collect();
-        if !PeerReplicas::forwarded(&request) && (wanted.is_none() || sources.is_empty()) {
-            let answers = self
-                .peers
-                .ask_all(
-                    request.get_ref(),
-                    QUESTION_PATIENCE,
-                    |mut client, request| async move { client.get_status(request).await },
-                )
-                .await;
-            for answer in self.peers.gather(answers, tonic::Code::NotFound)? {
-                for status in answer.sources {
-                    // A source in hand-over may show on two replicas for a moment: once.
-                    if !sources.iter().any(|known| known.source == status.source) {
-                        sources.push(status);
+        let answered = shard::answered_shards(&self.ctx);
+        let result: Result<Response<proto::GetStatusResponse>, Status> = async {
+            let wanted = source_ref_from(request.get_ref().source.as_ref())?;
+            let mut sources: Vec<proto::SourceStatus> = self
+                .sources()
+                .iter()
+                .filter(|(source, _)| wanted.as_ref().is_none_or(|wanted| wanted == source))
+                .map(|(source, record)| source_status(source, record))
+                .collect();
+            if !PeerReplicas::forwarded(&request) && (wanted.is_none() || sources.is_empty()) {
+                let answers = self
+                    .peers
+                    .ask_all(
+                        request.get_ref(),
+                        QUESTION_PATIENCE,
+                        |mut client, request| async move { client.get_status(request).await },
+                    )
+                    .await;
+                for answer in self.gather(answers, tonic::Code::NotFound, &answered)? {
+                    for status in answer.sources {
+                        // A source in hand-over may show on two replicas for a moment: once.
+                        if !sources.iter().any(|known| known.source == status.source) {
+                            sources.push(status);
+                        }
                     }
                 }
             }
+            if sources.is_empty()
+                && let Some(wanted) = wanted
+            {
+                return Err(Status::not_found(format!(
+                    "{wanted} is not reconciled by this instance"
+                )));
+            }
+            Ok(Response::new(proto::GetStatusResponse { sources }))
         }
-        if sources.is_empty()
-            && let Some(wanted) = wanted
-        {
-            return Err(Status::not_found(format!(
-                "{wanted} is not reconciled by this instance"
-            )));
-        }
-        Ok(Response::new(proto::GetStatusResponse { sources }))
+        .await;
+        answering(&answered, result)
     }
 
     async fn list_managed(
         &self,
         request: Request<proto::ListManagedRequest>,
     ) -> Result<Response<proto::ListManagedResponse>, Status> {
-        let filter = request.get_ref();
-        let wanted = source_ref_from(filter.source.as_ref())?;
-        // A source held here is answered from here; otherwise every shard may hold objects.
-        let local = wanted
-            .as_ref()
-            .is_some_and(|wanted| self.ctx.registry.get(wanted).is_some());
-        let elsewhere = if PeerReplicas::forwarded(&request) || local {
-            Vec::new()
-        } else {
-            let answers = self
-                .peers
-                .ask_all(
-                    filter,
-                    QUESTION_PATIENCE,
-                    |mut client, request| async move { client.list_managed(request).await },
-                )
-                .await;
-            self.peers.gather(answers, tonic::Code::Ok)?
-        };
-        let mut objects = Vec::new();
-        for (source, record) in self.ctx.registry.sources() {
-            if wanted.as_ref().is_some_and(|wanted| *wanted != source) {
-                continue;
-            }
-            for (key, object) in &record.objects {
-                let state = managed_state(object.state);
-                let keep = (filter.namespace.is_empty()
-                    || key.namespace.as_deref() == Some(filter.namespace.as_str()))
-                    && (filter.kind.is_empty() || key.group_kind.kind == filter.kind)
-                    && (filter.state == 0 || filter.state == i32::from(state));
-                if keep {
-                    objects.push(proto::ManagedObject {
-                        object: Some(object_ref(key, &object.gvk.version)),
-                        source: Some(source_ref_to(&source)),
-                        file: object.file.clone(),
-                        state: state.into(),
-                        message: object.message.clone(),
-                        last_applied_time: object.last_applied.map(from_kube::timestamp),
-                    });
+        let answered = shard::answered_shards(&self.ctx);
+        let result: Result<Response<proto::ListManagedResponse>, Status> = async {
+            let filter = request.get_ref();
+            let wanted = source_ref_from(filter.source.as_ref())?;
+            // A source held here is answered from here; otherwise every shard may hold objects.
+            let local = wanted.as_ref().is_some_and(|wanted| {
+                shard::answers_for_source(&self.ctx, wanted)
+                    && self.ctx.registry.state_known(wanted)
+            });
+            let elsewhere = if PeerReplicas::forwarded(&request) || local {
+                Vec::new()
+            } else {
+                let answers = self
+                    .peers
+                    .ask_all(
+                        filter,
+                        QUESTION_PATIENCE,
+                        |mut client, request| async move { client.list_managed(request).await },
+                    )
+                    .await;
+                self.gather(answers, tonic::Code::Ok, &answered)?
+            };
+            let mut objects = Vec::new();
+            for (source, record) in self.sources() {
+                if wanted.as_ref().is_some_and(|wanted| *wanted != source) {
+                    continue;
+                }
+                for (key, object) in &record.objects {
+                    let state = managed_state(object.state);
+                    let keep = (filter.namespace.is_empty()
+                        || key.namespace.as_deref() == Some(filter.namespace.as_str()))
+                        && (filter.kind.is_empty() || key.group_kind.kind == filter.kind)
+                        && (filter.state == 0 || filter.state == i32::from(state));
+                    if keep {
+                        objects.push(proto::ManagedObject {
+                            object: Some(object_ref(key, &object.gvk.version)),
+                            source: Some(source_ref_to(&source)),
+                            file: object.file.clone(),
+                            state: state.into(),
+                            message: object.message.clone(),
+                            last_applied_time: object.last_applied.map(from_kube::timestamp),
+                        });
+                    }
                 }
             }
-        }
-        // A source in hand-over may show on two replicas for a moment: once.
-        let mut seen: std::collections::HashSet<_> = objects.iter().map(managed_key).collect();
-        for answer in elsewhere {
-            for object in answer.objects {
-                if seen.insert(managed_key(&object)) {
-                    objects.push(object);
+            // A source in hand-over may show on two replicas for a moment: once.
+            let mut seen: std::collections::HashSet<_> = objects.iter().map(managed_key).collect();
+            for answer in elsewhere {
+                for object in answer.objects {
+                    if seen.insert(managed_key(&object)) {
+                        objects.push(object);
+                    }
                 }
             }
+            Ok(Response::new(proto::ListManagedResponse { objects }))
         }
-        Ok(Response::new(proto::ListManagedResponse { objects }))
+        .await;
+        answering(&answered, result)
     }
 
     async fn explain(
         &self,
         request: Request<proto::ExplainRequest>,
     ) -> Result<Response<proto::ExplainResponse>, Status> {
-        let (key, version) = object_key(request.get_ref().object.as_ref())?;
-        let (declarations, situation, row, gvk) = self.assess(&key, &version).await?;
-        if declarations.is_empty() && !PeerReplicas::forwarded(&request) {
-            // Declared by a source of another replica's shard: that replica explains it.
-            let answers = self
-                .peers
-                .ask_all(
-                    request.get_ref(),
-                    QUESTION_PATIENCE,
-                    |mut client, request| async move { client.explain(request).await },
-                )
-                .await;
-            let declared = self
-                .peers
-                .gather(answers, tonic::Code::Ok)?
-                .into_iter()
-                .find(|answer| !answer.declarations.is_empty());
-            if let Some(answer) = declared {
-                return Ok(Response::new(answer));
+        let answered = shard::answered_shards(&self.ctx);
+        let result: Result<Response<proto::ExplainResponse>, Status> = async {
+            let (key, version) = object_key(request.get_ref().object.as_ref())?;
+            let (declarations, situation, row, gvk) = self.assess(&key, &version).await?;
+            if declarations.is_empty() && !PeerReplicas::forwarded(&request) {
+                // Declared by a source of another replica's shard: that replica explains it.
+                let answers = self
+                    .peers
+                    .ask_all(
+                        request.get_ref(),
+                        QUESTION_PATIENCE,
+                        |mut client, request| async move { client.explain(request).await },
+                    )
+                    .await;
+                let declared = self
+                    .gather(answers, tonic::Code::Ok, &answered)?
+                    .into_iter()
+                    .find(|answer| !answer.declarations.is_empty());
+                if let Some(answer) = declared {
+                    return Ok(Response::new(answer));
+                }
             }
+            let decision = proto::Decision {
+                allowed: false,
+                action: action(row.action()).into(),
+                rule: format!("seeds/000 row {}", row.number()),
+                reason: reason(&situation, row, is_secret_kind(&key)),
+            };
+            Ok(Response::new(proto::ExplainResponse {
+                object: Some(object_ref(&key, &gvk.version)),
+                declarations: declarations
+                    .iter()
+                    .map(|(source, commit, record)| proto::Declaration {
+                        source: Some(source_ref_to(source)),
+                        file: record.file.clone(),
+                        commit: commit.clone(),
+                        inherited_from: record.inherited_from.clone().unwrap_or_default(),
+                    })
+                    .collect(),
+                inputs: Some(inputs(&situation)),
+                decision: Some(decision),
+                state: row_state(row).into(),
+            }))
         }
-        let decision = proto::Decision {
-            allowed: false,
-            action: action(row.action()).into(),
-            rule: format!("seeds/000 row {}", row.number()),
-            reason: reason(&situation, row, is_secret_kind(&key)),
-        };
-        Ok(Response::new(proto::ExplainResponse {
-            object: Some(object_ref(&key, &gvk.version)),
-            declarations: declarations
-                .iter()
-                .map(|(source, commit, record)| proto::Declaration {
-                    source: Some(source_ref_to(source)),
-                    file: record.file.clone(),
-                    commit: commit.clone(),
-                    inherited_from: record.inherited_from.clone().unwrap_or_default(),
-                })
-                .collect(),
-            inputs: Some(inputs(&situation)),
-            decision: Some(decision),
-            state: row_state(row).into(),
-        }))
+        .await;
+        answering(&answered, result)
     }
 
     async fn trigger_sync(
         &self,
         request: Request<proto::TriggerSyncRequest>,
     ) -> Result<Response<proto::TriggerSyncResponse>, Status> {
+        self.refuse_while_stopping()?;
         let forwarded = PeerReplicas::forwarded(&request);
         let request = request.into_inner();
         let source = source_ref_from(request.source.as_ref())?
@@ -674,6 +761,7 @@ impl SyncService for SyncServiceImpl {
         &self,
         request: Request<proto::ReportDriftRequest>,
     ) -> Result<Response<proto::ReportDriftResponse>, Status> {
+        self.refuse_while_stopping()?;
         let mut accepted = 0;
         // Events about objects no source declares here, or whose source's shard this replica
         // does not hold: another replica may place them.
@@ -752,25 +840,29 @@ impl SyncService for SyncServiceImpl {
                     |mut client, request| async move { client.report_drift(request).await },
                 )
                 .await;
-            let mut answered = std::collections::BTreeSet::new();
-            let mut failures = std::collections::BTreeMap::new();
-            for (replica, answer) in answers {
+            let mut coverage = Coverage::new(&shard::answered_shards(&self.ctx));
+            for PeerAnswer {
+                replica,
+                shards,
+                answer,
+            } in answers
+            {
                 match answer {
                     Ok(answer) => {
                         accepted += answer.accepted;
                         let theirs: std::collections::HashSet<_> =
                             answer.unknown.iter().map(object_ref_key).collect();
                         unknown.retain(|object| theirs.contains(&object_ref_key(object)));
-                        answered.insert(replica);
+                        coverage.answered(&self.ctx.shards, replica, shards);
                     }
                     // What it would have accepted stays unknown; its next round corrects it.
                     Err(status) => {
                         tracing::warn!(%replica, error = %status.message(), "cannot pass drift reports to another replica");
-                        failures.insert(replica, status.message().to_owned());
+                        coverage.failed(replica, &status);
                     }
                 }
             }
-            let uncovered = self.peers.uncovered(&answered, &failures);
+            let uncovered = self.peers.uncovered(&coverage);
             if !uncovered.is_empty() && !unknown.is_empty() {
                 tracing::warn!(unknown = unknown.len(), shards = %uncovered.join(", "), "drift reports may concern shards no replica answered for; their holders' next rounds correct them");
             }
@@ -785,47 +877,50 @@ impl SyncService for SyncServiceImpl {
         &self,
         request: Request<proto::GetDeclaredRequest>,
     ) -> Result<Response<proto::GetDeclaredResponse>, Status> {
-        let (key, _) = object_key(request.get_ref().object.as_ref())?;
-        let declared = self
-            .ctx
-            .registry
-            .declarations(&key)
-            .into_iter()
-            .find(|(_, _, record)| record.state.may_manage());
-        let Some((source, commit, record)) = declared else {
-            if PeerReplicas::forwarded(&request) {
-                return Ok(Response::new(proto::GetDeclaredResponse::default()));
-            }
-            // Drift prevention must not miss an object because the Service picked a replica
-            // whose shards do not hold its source.
-            let answers = self
-                .peers
-                .ask_all(
-                    request.get_ref(),
-                    ADMISSION_PATIENCE,
-                    |mut client, request| async move { client.get_declared(request).await },
-                )
-                .await;
+        let answered = shard::answered_shards(&self.ctx);
+        let result: Result<Response<proto::GetDeclaredResponse>, Status> = async {
+            let (key, _) = object_key(request.get_ref().object.as_ref())?;
             let declared = self
-                .peers
-                .gather(answers, tonic::Code::Ok)?
+                .declarations(&key)
                 .into_iter()
-                .find(|answer| answer.declared);
-            return Ok(Response::new(declared.unwrap_or_default()));
-        };
-        // A Secret's payload stays inside Secret protection (arbor_policy::secret): the answer
-        // carries the rest of the object, which drift prevention compares.
-        let desired = self.desired_of(&source, &key, &record)?;
-        let object_json = serde_json::to_string(&arbor_policy::secret::without_payload(&desired))
-            .map_err(|error| Status::internal(error.to_string()))?;
-        Ok(Response::new(proto::GetDeclaredResponse {
-            declared: true,
-            object_json,
-            source: Some(source_ref_to(&source)),
-            file: record.file,
-            commit,
-            compare_fields: record.compare_fields,
-        }))
+                .find(|(_, _, record)| record.state.may_manage());
+            let Some((source, commit, record)) = declared else {
+                if PeerReplicas::forwarded(&request) {
+                    return Ok(Response::new(proto::GetDeclaredResponse::default()));
+                }
+                // Drift prevention must not miss an object because the Service picked a replica
+                // whose shards do not hold its source.
+                let answers = self
+                    .peers
+                    .ask_all(
+                        request.get_ref(),
+                        ADMISSION_PATIENCE,
+                        |mut client, request| async move { client.get_declared(request).await },
+                    )
+                    .await;
+                let declared = self
+                    .gather(answers, tonic::Code::Ok, &answered)?
+                    .into_iter()
+                    .find(|answer| answer.declared);
+                return Ok(Response::new(declared.unwrap_or_default()));
+            };
+            // A Secret's payload stays inside Secret protection (arbor_policy::secret): the answer
+            // carries the rest of the object, which drift prevention compares.
+            let desired = self.desired_of(&source, &key, &record)?;
+            let object_json =
+                serde_json::to_string(&arbor_policy::secret::without_payload(&desired))
+                    .map_err(|error| Status::internal(error.to_string()))?;
+            Ok(Response::new(proto::GetDeclaredResponse {
+                declared: true,
+                object_json,
+                source: Some(source_ref_to(&source)),
+                file: record.file,
+                commit,
+                compare_fields: record.compare_fields,
+            }))
+        }
+        .await;
+        answering(&answered, result)
     }
 
     async fn preview(

@@ -7,10 +7,19 @@
 //! own client certificate and verifies theirs against its own `--grpc-advertise-server-name`
 //! (a Lease says where to call, never whom to trust). A request passed on carries
 //! [`FORWARDED_BY`] and is answered by its receiver from its own registry alone, so a request
-//! makes one hop at most. An answer gathered from the replicas counts only when every shard's
-//! holder answered ([`PeerReplicas::gather`]): a shard nobody holds, or whose holder did not
-//! answer, fails the request rather than let it answer from part of the sources. With one shard
-//! there are no peers and nothing is ever passed on.
+//! makes one hop at most. An answer gathered from the replicas counts only when every shard is
+//! covered ([`PeerReplicas::gather`]): each answer says, in its [`ANSWERED_SHARDS`] metadata,
+//! the shards its replica answered for, those whose Lease it holds (or is giving up, see
+//! [`arbor_runtime::Shards::answers_for`]) and whose every source it knows the state of, a round
+//! there having finished since it took the shard
+//! ([`answered_shards`](crate::controller::shard::answered_shards)). A shard nobody answered for
+//! (nobody holds it, its holder did not answer, or has not finished its first rounds there)
+//! fails the request rather than let it answer from part of the sources: a new holder does not
+//! say "not declared" about a source it has not read yet. With one shard there are no peers
+//! and nothing is ever passed on.
+//!
+//! A channel is kept per address while a live membership Lease names it, and dropped at the
+//! next question once none does (pod IPs change with every restart).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
@@ -27,6 +36,34 @@ use tonic::{Request, Response, Status};
 
 /// gRPC metadata of a request passed on by another replica: that replica's identity.
 pub const FORWARDED_BY: &str = "arbor-forwarded-by";
+
+/// gRPC metadata of an answer (or of an error such as "not a source of mine"): the shards it
+/// answered for, comma-separated, empty for none.
+pub const ANSWERED_SHARDS: &str = "arbor-answered-shards";
+
+/// The [`ANSWERED_SHARDS`] value of `shards`.
+pub fn encode_shards(shards: &BTreeSet<u32>) -> String {
+    shards
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The shards an [`ANSWERED_SHARDS`] value names; `None` when it is malformed.
+pub fn decode_shards(value: &str) -> Option<BTreeSet<u32>> {
+    value
+        .split(',')
+        .filter(|part| !part.is_empty())
+        .map(|part| part.trim().parse().ok())
+        .collect()
+}
+
+fn answered_shards_in(metadata: &tonic::metadata::MetadataMap) -> Option<BTreeSet<u32>> {
+    let value = metadata.get(ANSWERED_SHARDS)?.to_str().ok()?;
+    // A malformed list answers for nothing.
+    Some(decode_shards(value).unwrap_or_default())
+}
 
 /// How long a question to another replica may take before it counts as unanswered, for
 /// questions an operator asks.
@@ -52,7 +89,14 @@ pub struct PeerReplicas {
 }
 
 /// What one replica answered; `Err` also when it could not be reached in time.
-pub type PeerAnswer<R> = (String, Result<R, Status>);
+#[derive(Debug)]
+pub struct PeerAnswer<R> {
+    pub replica: String,
+    /// The shards it said it answered for; `None` when it did not say (a replica of a version
+    /// before [`ANSWERED_SHARDS`]: it answers for the shards it holds).
+    pub shards: Option<BTreeSet<u32>>,
+    pub answer: Result<R, Status>,
+}
 
 impl PeerReplicas {
     pub fn new(shards: Shards, tls: Option<TlsMaterial>, server_name: Option<String>) -> Self {
@@ -81,8 +125,13 @@ impl PeerReplicas {
         F: FnOnce(SyncServiceClient<Channel>, Request<T>) -> Fut,
         Fut: Future<Output = Result<Response<R>, Status>>,
     {
+        self.keep_channels_of(&self.shards.peers());
         let peer = self.shards.peer(identity)?;
-        Some(self.call(identity, &peer, message, patience, call).await)
+        Some(
+            self.call(identity, &peer, message, patience, call)
+                .await
+                .map(Response::into_inner),
+        )
     }
 
     /// Asks every other live replica at once; the answers come in identity order.
@@ -98,43 +147,57 @@ impl PeerReplicas {
         Fut: Future<Output = Result<Response<R>, Status>>,
     {
         let peers = self.shards.peers();
+        self.keep_channels_of(&peers);
         let questions = peers.iter().map(|(identity, peer)| async {
-            let answer = self
+            let response = self
                 .call(identity, peer, message.clone(), patience, &call)
                 .await;
-            (identity.clone(), answer)
+            PeerAnswer::of(identity, response)
         });
         futures::future::join_all(questions).await
     }
 
-    /// The answers of [`PeerReplicas::ask_all`], once they cover every shard: each is held by
-    /// this replica or by one that answered (an error with code `expected`, such as "not a
-    /// source of mine", counts as an answer). Otherwise `Unavailable` naming each shard left
-    /// and why (its holder's error among them). A replica that holds no shard (one draining
-    /// during a rollout) does not fail the request by not answering.
+    /// Drops the channels to addresses no live replica serves at any more.
+    fn keep_channels_of(&self, live: &BTreeMap<String, PeerAddress>) {
+        let addresses: BTreeSet<&str> = live.values().map(|peer| peer.address.as_str()).collect();
+        self.channels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|address, _| addresses.contains(address.as_str()));
+    }
+
+    /// The answers of [`PeerReplicas::ask_all`], once they cover every shard: each is in
+    /// `answered_here` (the shards this replica answers for) or was answered for by a replica
+    /// that answered (an error with code `expected`, such as "not a source of mine", counts as
+    /// an answer). Otherwise `Unavailable` naming each shard left and why (its holder's error
+    /// among them). A replica that holds no shard (one draining during a rollout) does not
+    /// fail the request by not answering.
     pub fn gather<R>(
         &self,
         answers: Vec<PeerAnswer<R>>,
         expected: tonic::Code,
+        answered_here: &BTreeSet<u32>,
     ) -> Result<Vec<R>, Status> {
-        let mut answered = BTreeSet::new();
-        let mut failures = BTreeMap::new();
+        let mut coverage = Coverage::new(answered_here);
         let mut gathered = Vec::with_capacity(answers.len());
-        for (replica, answer) in answers {
+        for PeerAnswer {
+            replica,
+            shards,
+            answer,
+        } in answers
+        {
             match answer {
                 Ok(answer) => {
-                    answered.insert(replica);
+                    coverage.answered(&self.shards, replica, shards);
                     gathered.push(answer);
                 }
                 Err(status) if status.code() == expected => {
-                    answered.insert(replica);
+                    coverage.answered(&self.shards, replica, shards);
                 }
-                Err(status) => {
-                    failures.insert(replica, status.message().to_owned());
-                }
+                Err(status) => coverage.failed(replica, &status),
             }
         }
-        let uncovered = self.uncovered(&answered, &failures);
+        let uncovered = self.uncovered(&coverage);
         if uncovered.is_empty() {
             Ok(gathered)
         } else {
@@ -146,29 +209,27 @@ impl PeerReplicas {
         }
     }
 
-    /// The shards neither held here nor by a replica in `answered`, described for an error
-    /// (with the holder's entry in `failures`, if any).
-    pub fn uncovered(
-        &self,
-        answered: &BTreeSet<String>,
-        failures: &BTreeMap<String, String>,
-    ) -> Vec<String> {
+    /// The shards `coverage` leaves, each described for an error (with its holder's failure,
+    /// if any).
+    pub fn uncovered(&self, coverage: &Coverage) -> Vec<String> {
         let me = self.shards.identity();
         (0..self.shards.count())
-            .filter_map(|shard| match self.shards.holder(shard) {
-                Some(holder) if holder == me || answered.contains(&holder) => None,
-                Some(holder) if failures.contains_key(&holder) => Some(format!(
+            .filter(|shard| !coverage.shards.contains(shard))
+            .map(|shard| match self.shards.holder(shard) {
+                Some(holder) if holder == me || coverage.replicas.contains(&holder) => format!(
+                    "shard {shard} is held by {holder}, which has not finished a round of each \
+                     of its sources there since it took the shard"
+                ),
+                Some(holder) if coverage.failures.contains_key(&holder) => format!(
                     "shard {shard} is held by {holder}: {}",
-                    failures[&holder]
-                )),
-                Some(holder) if self.shards.peer(&holder).is_none() => Some(format!(
+                    coverage.failures[&holder]
+                ),
+                Some(holder) if self.shards.peer(&holder).is_none() => format!(
                     "shard {shard} is held by {holder}, which did not say where it serves \
                      (--grpc-advertise-address)"
-                )),
-                Some(holder) => Some(format!(
-                    "shard {shard} is held by {holder}, which did not answer"
-                )),
-                None => Some(format!("shard {shard} is held by no replica right now")),
+                ),
+                Some(holder) => format!("shard {shard} is held by {holder}, which did not answer"),
+                None => format!("shard {shard} is held by no replica right now"),
             })
             .collect()
     }
@@ -180,7 +241,7 @@ impl PeerReplicas {
         message: T,
         patience: Duration,
         call: F,
-    ) -> Result<R, Status>
+    ) -> Result<Response<R>, Status>
     where
         F: FnOnce(SyncServiceClient<Channel>, Request<T>) -> Fut,
         Fut: Future<Output = Result<Response<R>, Status>>,
@@ -200,7 +261,7 @@ impl PeerReplicas {
         let answer = tokio::time::timeout(patience, call(SyncServiceClient::new(channel), request))
             .await
             .map_err(|_| unreachable(format!("no answer within {patience:?}")))?;
-        answer.map(Response::into_inner).map_err(|status| {
+        answer.map_err(|status| {
             if status.code() == tonic::Code::Unavailable {
                 unreachable(status.message().to_owned())
             } else {
@@ -239,5 +300,93 @@ impl PeerReplicas {
         .connect_lazy();
         channels.insert(peer.address.clone(), channel.clone());
         Ok(channel)
+    }
+}
+
+impl<R> PeerAnswer<R> {
+    fn of(replica: &str, response: Result<Response<R>, Status>) -> Self {
+        let (shards, answer) = match response {
+            Ok(response) => (
+                answered_shards_in(response.metadata()),
+                Ok(response.into_inner()),
+            ),
+            Err(status) => (answered_shards_in(status.metadata()), Err(status)),
+        };
+        Self {
+            replica: replica.to_owned(),
+            shards,
+            answer,
+        }
+    }
+}
+
+/// Which shards a gathered answer covers, and who answered or failed.
+#[derive(Debug, Default)]
+pub struct Coverage {
+    shards: BTreeSet<u32>,
+    replicas: BTreeSet<String>,
+    failures: BTreeMap<String, String>,
+}
+
+impl Coverage {
+    /// Starts from the shards this replica answers for.
+    pub fn new(answered_here: &BTreeSet<u32>) -> Self {
+        Self {
+            shards: answered_here.clone(),
+            ..Self::default()
+        }
+    }
+
+    /// `replica` answered, for `shards` (for those it holds, as seen here, when it did not say).
+    pub fn answered(&mut self, view: &Shards, replica: String, shards: Option<BTreeSet<u32>>) {
+        match shards {
+            Some(shards) => self.shards.extend(shards),
+            None => self.shards.extend(
+                (0..view.count()).filter(|shard| view.holder(*shard).as_ref() == Some(&replica)),
+            ),
+        }
+        self.replicas.insert(replica);
+    }
+
+    /// `replica` did not answer, with `status`.
+    pub fn failed(&mut self, replica: String, status: &Status) {
+        self.failures.insert(replica, status.message().to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arbor_runtime::shards::ShardMetrics;
+
+    fn peer(address: &str) -> PeerAddress {
+        PeerAddress {
+            address: address.to_owned(),
+        }
+    }
+
+    #[tokio::test]
+    async fn channels_to_addresses_no_live_replica_serves_at_are_dropped() {
+        let shards = Shards::all(2, "a", ShardMetrics::default());
+        // Plaintext to others only from a replica that serves plaintext itself.
+        shards.advertise(peer("http://127.0.0.1:1000"));
+        let peers = PeerReplicas::new(shards, None, None);
+        for address in ["http://127.0.0.1:1001", "http://127.0.0.1:1002"] {
+            peers.channel(&peer(address)).expect("a loopback channel");
+        }
+        let live = BTreeMap::from([("b".to_owned(), peer("http://127.0.0.1:1002"))]);
+        peers.keep_channels_of(&live);
+        let kept: Vec<String> = peers.channels.lock().unwrap().keys().cloned().collect();
+        assert_eq!(kept, ["http://127.0.0.1:1002"]);
+        peers.keep_channels_of(&BTreeMap::new());
+        assert!(peers.channels.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn answered_shards_round_trip_and_a_malformed_list_answers_for_nothing() {
+        let shards = BTreeSet::from([0, 3, 5]);
+        assert_eq!(decode_shards(&encode_shards(&shards)), Some(shards));
+        assert_eq!(decode_shards(""), Some(BTreeSet::new()));
+        assert_eq!(decode_shards("1,x"), None);
     }
 }

@@ -9,6 +9,13 @@
 //! error, as for every component (see `arbor_runtime::component`). With `--shards N` (N > 1)
 //! every replica runs them, each syncing the sources of the shards it holds
 //! ([`crate::controller::shard`]).
+//!
+//! Stopping goes in an order that never leaves a shard with no one to answer for it longer
+//! than its hand-over: the controllers stop first, then the shard Leases are given up, and
+//! only then does the `SyncService` server close ([`arbor_runtime::shutdown`]). Meanwhile the
+//! server answers questions about the shards whose Leases this replica still holds, from what
+//! its rounds recorded (nobody else writes for those shards until the Leases are given up),
+//! and starts no new work.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -252,6 +259,7 @@ pub async fn start(
                     component.tls().cloned(),
                     component.grpc_peer_server_name().map(str::to_owned),
                 ),
+                token.clone(),
             )
             .into_server(),
         ))
@@ -286,8 +294,8 @@ impl Running {
         Ok(outcome?)
     }
 
-    /// Stops the controllers and the servers, and releases the Lease (the campaign is work
-    /// that the drain waits for).
+    /// Stops the controllers, releases the Leases, then closes the servers (see the module
+    /// docs).
     pub async fn stop(self) {
         self.component.shutdown().trigger();
         for task in self.tasks {

@@ -405,6 +405,14 @@ async fn one_source_on_two_replicas() -> anyhow::Result<(Cluster, Instance, Inst
 async fn one_source_on_two_replicas_with(
     extra: &[String],
 ) -> anyhow::Result<(Cluster, Instance, Instance, SourceRef)> {
+    let (cluster, holding, other, source, _repo) = one_source_and_its_repo(extra).await?;
+    Ok((cluster, holding, other, source))
+}
+
+/// [`one_source_on_two_replicas_with`], and the source's repository, for rounds after it.
+async fn one_source_and_its_repo(
+    extra: &[String],
+) -> anyhow::Result<(Cluster, Instance, Instance, SourceRef, Repo)> {
     let cluster = Cluster::start().await?;
     cluster.namespace("arbor-system").await?;
     cluster.namespace("foo").await?;
@@ -431,7 +439,7 @@ async fn one_source_on_two_replicas_with(
         },
     )
     .await?;
-    Ok((cluster, holding, other, source))
+    Ok((cluster, holding, other, source, repo))
 }
 
 fn shards_identity(instance: &Instance) -> &str {
@@ -935,5 +943,134 @@ async fn a_replica_holding_no_shard_does_not_fail_a_gathered_answer() -> anyhow:
     assert_eq!(status.sources.len(), 1, "the holder's answer is enough");
     other.stop().await;
     holding.stop().await;
+    Ok(())
+}
+
+fn get_declared_one() -> arbor_proto::v1::GetDeclaredRequest {
+    arbor_proto::v1::GetDeclaredRequest {
+        object: Some(configmap_ref("foo", "one")),
+    }
+}
+
+/// A replica that takes a shard over does not answer "not declared" about the objects of the
+/// shard's sources before a round of each has finished there: until then the shard counts as
+/// not answered for, and GetDeclared fails (Unavailable, naming the shard) for the webhook's
+/// `--drift-unreachable` to decide. Here the holder stops while every read of a GitTrack
+/// fails, so the other replica takes the shard and cannot finish its first round of `apps`.
+/// Before, it answered at once that `one` was not declared.
+#[tokio::test]
+async fn a_new_holder_does_not_answer_not_declared_before_its_first_round() -> anyhow::Result<()> {
+    let (cluster, holding, other, source, _repo) = one_source_and_its_repo(&[]).await?;
+    let shard = shard(&cluster, &source).await?;
+    cluster.emu.faults().inject(
+        Fault::status(500)
+            .verbs(&["get"])
+            .resources(&["arbor.dev/gittracks"]),
+    );
+    holding.stop().await;
+    eventually("the other replica to take the shard", || async {
+        Ok(held(&other).contains(&shard).then_some(()))
+    })
+    .await?;
+    let mut grpc = other.grpc().await?;
+    let refused = grpc
+        .get_declared(get_declared_one())
+        .await
+        .expect_err("no answer about `one` before a round of its source");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert!(
+        refused.message().contains(&format!("shard {shard} ")),
+        "the error names the shard: {}",
+        refused.message()
+    );
+    cluster.emu.faults().clear();
+    eventually("`one` to read as declared after the first round", || {
+        let mut grpc = grpc.clone();
+        async move {
+            let answer = grpc.get_declared(get_declared_one()).await;
+            Ok(answer
+                .ok()
+                .filter(|answer| answer.get_ref().declared)
+                .map(drop))
+        }
+    })
+    .await?;
+    other.stop().await;
+    Ok(())
+}
+
+/// A replica that stops keeps answering for its shards until it has given their Leases up:
+/// its controllers stop first, then the Leases go, then its gRPC server closes. Here the holder
+/// stops while a slow round of `apps` is in flight, and the other replica is asked GetDeclared
+/// about `one` all along: whenever the shard's Lease named the stopping replica before and
+/// after the question, the answer is `one` as declared. Then the other replica takes the shard
+/// and answers for it. Before, the server closed first, and for the whole drain the question
+/// failed (Unavailable, the holder did not answer).
+#[tokio::test]
+async fn a_stopping_replica_answers_for_its_shards_until_it_gives_them_up() -> anyhow::Result<()> {
+    use k8s_openapi::api::coordination::v1::Lease;
+
+    let (cluster, holding, other, source, _repo) = one_source_and_its_repo(&[]).await?;
+    let shard = shard(&cluster, &source).await?;
+    let holder = shards_identity(&holding).to_owned();
+    // A round reading slowly keeps the holder's controllers stopping for a while.
+    cluster.emu.faults().inject(
+        Fault::new(FaultEffect::Latency(Duration::from_secs(2)))
+            .verbs(&["get", "list"])
+            .resources(&["configmaps"])
+            .namespaces(&["foo"]),
+    );
+    holding.request_round(&source);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), "arbor-system");
+    let lease = format!("arbor-gitsync-shard-{shard}");
+    let lease_names_holder = || async {
+        let current = leases.get_opt(&lease).await?;
+        anyhow::Ok(
+            current
+                .and_then(|lease| lease.spec)
+                .and_then(|spec| spec.holder_identity)
+                .as_deref()
+                == Some(holder.as_str()),
+        )
+    };
+    let stopping = tokio::spawn(holding.stop());
+    let mut grpc = other.grpc().await?;
+    let mut asked_while_held = 0;
+    while !stopping.is_finished() {
+        let before = lease_names_holder().await?;
+        let answer = grpc.get_declared(get_declared_one()).await;
+        if before && lease_names_holder().await? {
+            asked_while_held += 1;
+            let answer = answer.map_err(|status| {
+                anyhow::anyhow!(
+                    "GetDeclared failed while {holder} still held shard {shard}: {status:?}"
+                )
+            })?;
+            assert!(answer.get_ref().declared, "`one` read as not declared");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stopping.await?;
+    assert!(
+        asked_while_held > 0,
+        "asked while the stopping replica still held the shard"
+    );
+    cluster.emu.faults().clear();
+    eventually(
+        "the other replica to take the shard and answer for it",
+        || {
+            let mut grpc = grpc.clone();
+            let other = &other;
+            async move {
+                let answer = grpc.get_declared(get_declared_one()).await;
+                Ok((held(other).contains(&shard)
+                    && answer.is_ok_and(|answer| answer.get_ref().declared))
+                .then_some(()))
+            }
+        },
+    )
+    .await?;
+    other.stop().await;
     Ok(())
 }

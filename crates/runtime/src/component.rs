@@ -206,7 +206,8 @@ impl Component {
     }
 
     /// Serves `routes` on `--grpc-addr` through the bounded listener, with this component's
-    /// TLS and `--grpc-allow` rules, until shutdown; returns the bound address.
+    /// TLS and `--grpc-allow` rules, until shutdown's last phase (after the Leases are
+    /// released: see [`Shutdown::spawn_server`]); returns the bound address.
     pub async fn serve_grpc(
         &self,
         routes: tonic::service::Routes,
@@ -215,8 +216,9 @@ impl Component {
         let listener =
             grpc::listener(self.args.grpc_addr, self.tls.as_ref(), self.limits.clone()).await?;
         let address = listener.local_addr();
-        self.shutdown
-            .spawn(listener.serve(grpc::router(routes, authz), self.shutdown.token()));
+        self.shutdown.spawn_server(
+            listener.serve(grpc::router(routes, authz), self.shutdown.serving_token()),
+        );
         Ok(address)
     }
 
@@ -230,7 +232,7 @@ impl Component {
         }
         let server_name = self.args.grpc_advertise_server_name.clone();
         let address = match &self.args.grpc_advertise_address {
-            Some(address) => address.clone(),
+            Some(address) => grpc::bracket_ipv6_host(address).into_owned(),
             None if bound.ip().is_loopback() => {
                 let scheme = if self.tls.as_ref().is_some_and(TlsMaterial::serves) {
                     "https"

@@ -37,8 +37,9 @@ pub struct CommonArgs {
     pub grpc_addr: SocketAddr,
 
     /// With `--shards` above 1: the URL the other replicas reach this replica's gRPC server at
-    /// (in a pod, `https://$(POD_IP):9090`), written on its membership Lease so that a request
-    /// about a shard another replica holds is passed to that replica. Default: the bound
+    /// (in a pod, `https://$(POD_IP):9090`; an IPv6 pod IP may be written without brackets),
+    /// written on its membership Lease so that a request about a shard another replica holds
+    /// is passed to that replica. Default: the bound
     /// address when it is a loopback one; otherwise such requests are answered with the
     /// holder's name instead.
     #[arg(long, env = "ARBOR_GRPC_ADVERTISE_ADDRESS")]

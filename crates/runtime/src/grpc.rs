@@ -10,7 +10,8 @@
 //! every call passes the `--grpc-allow` rules ([`crate::authz`]) before its service. [`server`]
 //! and [`bind`] (tonic's own transport) remain for test doubles.
 
-use std::net::{IpAddr, SocketAddr};
+use std::borrow::Cow;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
@@ -230,6 +231,32 @@ pub async fn bind(addr: SocketAddr) -> Result<(TcpListenerStream, SocketAddr), G
     Ok((TcpListenerStream::new(listener), local))
 }
 
+/// `address` with an IPv6 host written in brackets, as a URL needs it. A pod IP put into a URL
+/// by hand (the chart's `https://$(POD_IP):9090`) comes out as `https://fd00::1:9090` on a
+/// single-stack IPv6 cluster, which is no URL; it reads here as host `fd00::1`, port 9090 (the
+/// part after the last colon is the port, so such an address must name its port). Every
+/// other address, an IPv6 one already in brackets among them, comes back unchanged.
+pub fn bracket_ipv6_host(address: &str) -> Cow<'_, str> {
+    let Some((scheme, rest)) = address.split_once("://") else {
+        return Cow::Borrowed(address);
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    if authority.starts_with('[') || authority.contains('@') {
+        return Cow::Borrowed(address);
+    }
+    match authority.rsplit_once(':') {
+        Some((host, port))
+            if host.contains(':')
+                && host.parse::<Ipv6Addr>().is_ok()
+                && port.parse::<u16>().is_ok() =>
+        {
+            Cow::Owned(format!("{scheme}://[{host}]:{port}{path}"))
+        }
+        _ => Cow::Borrowed(address),
+    }
+}
+
 /// An endpoint for `address` (`https://host:port`, or `http://` on loopback), configured
 /// with the component's client identity and the CA that the server must chain to.
 pub fn endpoint(address: &str, tls: Option<&TlsMaterial>) -> Result<Endpoint, GrpcError> {
@@ -311,6 +338,33 @@ fn is_loopback_host(host: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ipv6_pod_ip_put_into_a_url_is_bracketed() {
+        assert_eq!(
+            bracket_ipv6_host("https://fd00:10:244::5:9090"),
+            "https://[fd00:10:244::5]:9090"
+        );
+        assert_eq!(
+            bracket_ipv6_host("http://::1:8080/x"),
+            "http://[::1]:8080/x"
+        );
+        for unchanged in [
+            "https://[fd00::5]:9090",
+            "https://10.0.0.5:9090",
+            "https://gitsync.arbor-system.svc:9090",
+            // No port: the last group is read as part of the address, not bracketed.
+            "https://fd00::5",
+            "fd00::5:9090",
+        ] {
+            assert_eq!(bracket_ipv6_host(unchanged), unchanged);
+        }
+        let bracketed = bracket_ipv6_host("https://fd00::5:9090");
+        let endpoint = endpoint_verified_as(&bracketed, None, Some("gitsync.arbor-system.svc"))
+            .expect("a valid endpoint");
+        assert_eq!(endpoint.uri().host(), Some("[fd00::5]"));
+        assert_eq!(endpoint.uri().port_u16(), Some(9090));
+    }
 
     #[test]
     fn plaintext_server_is_refused_off_loopback() {

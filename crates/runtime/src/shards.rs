@@ -29,6 +29,13 @@
 //! new guard, no new batch), its Lease is still renewed while any guard is out, and only when
 //! the last guard is dropped is the Lease deleted, so its next holder never starts beside a
 //! batch still writing.
+//!
+//! ## Answering for a shard
+//!
+//! Questions about a shard's objects (gitsync's GetDeclared, GetStatus, ...) are answered by
+//! the replica whose Lease it is, for as long as it is: [`Shards::answers_for`] also covers a
+//! shard being given up (no new work, its Lease not yet deleted), so a replica that stops keeps
+//! answering until its successor can take the shard, and never after it gave the Lease up.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -73,8 +80,10 @@ pub struct PeerAddress {
 impl PeerAddress {
     fn of(lease: &Lease) -> Option<Self> {
         let annotations = lease.metadata.annotations.as_ref()?;
+        // Written by this code it is bracketed already; by hand, perhaps not.
+        let address = annotations.get(ADDRESS_ANNOTATION)?;
         Some(Self {
-            address: annotations.get(ADDRESS_ANNOTATION)?.clone(),
+            address: crate::grpc::bracket_ipv6_host(address).into_owned(),
         })
     }
 }
@@ -180,6 +189,9 @@ struct Inner {
     deadline: Option<Duration>,
     /// Per shard, when its last successful renewal was sent; `None` when not held for work.
     renewed: Mutex<Vec<Option<Instant>>>,
+    /// Per shard, when its last successful renewal was sent, for work or while it is given up;
+    /// `None` once its Lease is given up or seen taken.
+    leased: Mutex<Vec<Option<Instant>>>,
     /// Per shard, the replica its Lease names while unexpired, as last listed.
     holders: Mutex<Vec<Option<String>>>,
     /// Where this replica serves gRPC, for the others (written on its membership Lease).
@@ -212,6 +224,7 @@ impl Shards {
                 identity: identity.to_owned(),
                 deadline,
                 renewed: Mutex::new(vec![None; count as usize]),
+                leased: Mutex::new(vec![None; count as usize]),
                 holders: Mutex::new(vec![None; count as usize]),
                 advertised: Mutex::new(None),
                 peers: Mutex::new(BTreeMap::new()),
@@ -246,6 +259,26 @@ impl Shards {
             .copied()
             .flatten()
             .is_some_and(|sent| sent.elapsed() < deadline)
+    }
+
+    /// Whether this replica answers questions about `shard` now: it holds the shard, or is
+    /// giving it up and its Lease still names it (renewed less than the renew deadline ago).
+    pub fn answers_for(&self, shard: u32) -> bool {
+        let Some(deadline) = self.inner.deadline else {
+            return shard < self.inner.count;
+        };
+        self.holds(shard)
+            || lock(&self.inner.leased)
+                .get(shard as usize)
+                .copied()
+                .flatten()
+                .is_some_and(|sent| sent.elapsed() < deadline)
+    }
+
+    fn set_leased(&self, shard: u32, sent: Option<Instant>) {
+        if let Some(slot) = lock(&self.inner.leased).get_mut(shard as usize) {
+            *slot = sent;
+        }
     }
 
     /// The replica that holds `shard`: this one, or the one its Lease named, unexpired, at
@@ -565,6 +598,7 @@ impl Manager {
                     tracing::warn!(shard, holder = ?view.holder, "shard taken by another replica");
                 }
                 self.shards.set(shard, None);
+                self.shards.set_leased(shard, None);
                 self.draining.remove(&shard);
             }
         }
@@ -589,7 +623,9 @@ impl Manager {
                 .try_write_owned();
             match idle {
                 Ok(_idle) => {
-                    self.electors[shard as usize].surrender().await?;
+                    let surrendered = self.electors[shard as usize].surrender().await;
+                    self.shards.set_leased(shard, None);
+                    surrendered?;
                     self.draining.remove(&shard);
                     tracing::info!(shard, "gave up a shard");
                 }
@@ -606,6 +642,7 @@ impl Manager {
         let sent = Instant::now();
         match self.electors[shard as usize].try_acquire_or_renew().await {
             Ok(Role::Leader) => {
+                self.shards.set_leased(shard, Some(sent));
                 if for_work {
                     if !self.shards.holds(shard) {
                         tracing::info!(shard, "holding a shard");
@@ -613,7 +650,10 @@ impl Manager {
                     self.shards.set(shard, Some(sent));
                 }
             }
-            Ok(Role::Follower { .. }) => self.shards.set(shard, None),
+            Ok(Role::Follower { .. }) => {
+                self.shards.set(shard, None);
+                self.shards.set_leased(shard, None);
+            }
             // The deadline in `holds` ends the work if this goes on.
             Err(error) => tracing::warn!(shard, %error, "cannot renew a shard Lease"),
         }
@@ -706,7 +746,10 @@ impl Manager {
                 .clone()
                 .write_owned()
                 .await;
-            if let Err(error) = self.electors[shard as usize].surrender().await {
+            // Answered for until its Lease is given up: see the module docs.
+            let surrendered = self.electors[shard as usize].surrender().await;
+            self.shards.set_leased(shard, None);
+            if let Err(error) = surrendered {
                 tracing::warn!(shard, %error, "cannot give a shard Lease up");
             }
         }
@@ -785,6 +828,25 @@ mod tests {
         shards.set(0, None);
         let gained = tokio::time::timeout(Duration::from_millis(100), gains.next()).await;
         assert!(gained.is_err(), "a loss read as a gain");
+    }
+
+    #[tokio::test]
+    async fn a_shard_being_given_up_is_answered_for_until_its_lease_is_given_up() {
+        let shards = Shards::new(
+            1,
+            "a",
+            Some(Duration::from_secs(60)),
+            ShardMetrics::default(),
+        );
+        assert!(!shards.answers_for(0));
+        shards.set(0, Some(Instant::now()));
+        shards.set_leased(0, Some(Instant::now()));
+        // Given up: no new work, still answered for.
+        shards.set(0, None);
+        assert!(!shards.holds(0));
+        assert!(shards.answers_for(0));
+        shards.set_leased(0, None);
+        assert!(!shards.answers_for(0));
     }
 
     #[tokio::test]

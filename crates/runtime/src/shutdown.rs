@@ -11,6 +11,12 @@
 //! let a successor lead beside it, two writers on one object: the hazard client-go warns of
 //! for `ReleaseOnCancel`. When the grace period runs out with work still in flight, nothing is
 //! released: the Lease then expires on its own, after the process (and its writers) are gone.
+//!
+//! Servers that answer questions about the work ([`Shutdown::spawn_server`], the gRPC server)
+//! outlast both phases: they stop ([`Shutdown::serving_token`]) only once the Lease is
+//! released, so that while the work stops and the Lease is handed over, the replica that still
+//! holds it keeps answering for it, instead of leaving it with no one to answer until the
+//! Lease changes hands.
 
 use std::future::Future;
 use std::time::Duration;
@@ -35,6 +41,8 @@ pub struct Shutdown {
     grace: Duration,
     release: CancellationToken,
     releases: TaskTracker,
+    serving: CancellationToken,
+    servers: TaskTracker,
 }
 
 impl Shutdown {
@@ -45,6 +53,8 @@ impl Shutdown {
             grace,
             release: CancellationToken::new(),
             releases: TaskTracker::new(),
+            serving: CancellationToken::new(),
+            servers: TaskTracker::new(),
         }
     }
 
@@ -87,6 +97,22 @@ impl Shutdown {
         self.releases.spawn(task)
     }
 
+    /// Cancelled last, once the releases have finished (or the grace period ran out on the
+    /// work): the signal for servers to stop answering.
+    pub fn serving_token(&self) -> CancellationToken {
+        self.serving.clone()
+    }
+
+    /// Runs `task`, a server that should stop soon after [`Shutdown::serving_token`] is
+    /// cancelled, as shutdown's last phase: the drain waits for it after the releases.
+    pub fn spawn_server<F>(&self, task: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.servers.spawn(task)
+    }
+
     /// Triggers shutdown on the first SIGTERM or SIGINT.
     pub fn trigger_on_signals(&self) -> std::io::Result<()> {
         use tokio::signal::unix::{SignalKind, signal};
@@ -106,8 +132,23 @@ impl Shutdown {
     }
 
     /// Waits for shutdown to start, then for tracked tasks, at most the grace period; then,
-    /// only if they all finished, releases (the second phase), again at most the grace period.
+    /// only if they all finished, releases (the second phase), again at most the grace period;
+    /// then stops the servers (at most the grace period again when the work finished).
     pub async fn drain(&self) -> Drained {
+        let drained = self.drain_work().await;
+        self.serving.cancel();
+        self.servers.close();
+        if drained == Drained::Completed
+            && tokio::time::timeout(self.grace, self.servers.wait())
+                .await
+                .is_err()
+        {
+            tracing::warn!(grace = ?self.grace, "the servers did not stop within the grace period");
+        }
+        drained
+    }
+
+    async fn drain_work(&self) -> Drained {
         self.token.cancelled().await;
         self.tasks.close();
         if tokio::time::timeout(self.grace, self.tasks.wait())
@@ -173,6 +214,32 @@ mod tests {
         shutdown.trigger();
         assert_eq!(shutdown.drain().await, Drained::Completed);
         assert!(released_after_writer.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn servers_stop_only_after_the_releases() {
+        let shutdown = Shutdown::new(Duration::from_secs(30));
+        let released = Arc::new(AtomicBool::new(false));
+        let (release, flag) = (shutdown.release_token(), released.clone());
+        shutdown.spawn_release(async move {
+            release.cancelled().await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            flag.store(true, Ordering::SeqCst);
+        });
+        let served_through_release = Arc::new(AtomicBool::new(false));
+        let (serving, done, seen) = (
+            shutdown.serving_token(),
+            released.clone(),
+            served_through_release.clone(),
+        );
+        shutdown.spawn_server(async move {
+            serving.cancelled().await;
+            seen.store(done.load(Ordering::SeqCst), Ordering::SeqCst);
+        });
+        shutdown.trigger();
+        assert!(!shutdown.serving_token().is_cancelled());
+        assert_eq!(shutdown.drain().await, Drained::Completed);
+        assert!(served_through_release.load(Ordering::SeqCst));
     }
 
     #[tokio::test]

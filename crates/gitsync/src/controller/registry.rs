@@ -167,6 +167,15 @@ impl Registry {
             .is_some_and(|record| record.inventory_listed)
     }
 
+    /// Whether what `source` declares is known here: a round of it finished since its record
+    /// was made (a shard gained starts with none), or it does not decode. Read without
+    /// copying the record (every gathered question asks, for every source).
+    pub fn state_known(&self, source: &SourceRef) -> bool {
+        self.read()
+            .get(source)
+            .is_some_and(|record| record.rounds > 0 || record.undecodable_generation.is_some())
+    }
+
     pub fn sources(&self) -> Vec<(SourceRef, SourceRecord)> {
         self.read()
             .iter()

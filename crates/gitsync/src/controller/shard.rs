@@ -26,8 +26,19 @@
 //! cluster moved on. Until the first round after the shard is regained, the source's
 //! declarations are unknown here, as after a restart.
 //!
+//! Questions about what the sources declare (gRPC's GetDeclared and the others) are answered
+//! here for the shards in [`answered_shards`]: those this replica answers for (it holds their
+//! Lease, see [`Shards::answers_for`](arbor_runtime::Shards::answers_for)) and whose every
+//! source's state it knows. A shard just taken over is left out until a round of each of its
+//! sources has finished here, so that a question about one of them fails (and is retried, or
+//! decided by the webhook's `--drift-unreachable`) instead of reading as "not declared". A
+//! record of a source whose shard this replica no longer answers for is never shown
+//! ([`answers_for_source`]).
+//!
 //! With more than one shard, a source's status says which shard it is in (`status.shard`) and
 //! which replica syncs it (`status.handledBy`); with one shard both stay unset, as before.
+
+use std::collections::BTreeSet;
 
 use arbor_api::keys::SourceRef;
 use arbor_api::source::GitSourceStatus;
@@ -138,6 +149,45 @@ pub fn held_elsewhere(ctx: &Context, source: &SourceRef) -> Option<HeldElsewhere
     Some(HeldElsewhere {
         shard,
         holder: ctx.shards.holder(shard),
+    })
+}
+
+/// The shards whose sources' declarations this replica answers questions about: those it
+/// answers for whose every source (in scope, not being deleted) had a round finish here since
+/// the shard was taken, or does not decode. With one shard, the one shard: its replica answers
+/// from what it knows, as it always did.
+pub fn answered_shards(ctx: &Context) -> BTreeSet<u32> {
+    let shards = &ctx.shards;
+    let mut answered: BTreeSet<u32> = (0..shards.count())
+        .filter(|shard| shards.answers_for(*shard))
+        .collect();
+    if shards.count() == 1 || answered.is_empty() {
+        return answered;
+    }
+    // Before the first list of the sources, which ones each shard has is unknown.
+    let Some(sources) = ctx.sources.cached(&ctx.settings) else {
+        return BTreeSet::new();
+    };
+    for source in sources {
+        let shard = shards.shard_of(source.object.metadata.uid.as_deref().unwrap_or_default());
+        if answered.contains(&shard)
+            && !source.deleting()
+            && !ctx.registry.state_known(&source.reference)
+        {
+            answered.remove(&shard);
+        }
+    }
+    answered
+}
+
+/// Whether this replica answers for `source`'s shard: its records of the source may be shown.
+pub fn answers_for_source(ctx: &Context, source: &SourceRef) -> bool {
+    if ctx.shards.count() == 1 {
+        return true;
+    }
+    ctx.sources.get(source).is_some_and(|cached| {
+        let uid = cached.object.metadata.uid.as_deref().unwrap_or_default();
+        ctx.shards.answers_for(ctx.shards.shard_of(uid))
     })
 }
 
