@@ -169,14 +169,14 @@ fn owners(
     let annotation = settings.keys.source_annotation();
     let annotations = metadata.and_then(|metadata| metadata.get("annotations"));
     if let Some(value) = annotations.and_then(|a| a.get(&annotation)) {
-        let field = format!("metadata.annotations[{annotation:?}]");
+        let field = || format!("metadata.annotations[{annotation:?}]");
         let text = value
             .as_str()
-            .ok_or_else(|| ShapeError::wrong_type(field.clone(), "a string"))?;
+            .ok_or_else(|| ShapeError::wrong_type(field(), "a string"))?;
         let source: SourceRef =
             text.parse()
                 .map_err(|error: arbor_api::keys::InvalidSourceRef| {
-                    ShapeError::invalid(field, error.to_string())
+                    ShapeError::invalid(field(), error.to_string())
                 })?;
         add(match source {
             SourceRef::GitTrack { namespace, .. } => Owner::gittrack(namespace),
