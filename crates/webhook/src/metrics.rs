@@ -64,16 +64,12 @@ impl WebhookMetrics {
     }
 
     pub fn record(&self, via: &'static str, verdict: &ReviewOutcome, took: Duration) {
-        let decision = verdict.decision();
+        let (rule, allowed) = verdict.deciding_rule();
         self.decisions
             .get_or_create(&DecisionLabels {
                 via,
-                rule: decision.rule,
-                result: if decision.allowed {
-                    "allowed"
-                } else {
-                    "denied"
-                },
+                rule: rule.to_owned(),
+                result: if allowed { "allowed" } else { "denied" },
             })
             .inc();
         self.latency

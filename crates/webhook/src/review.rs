@@ -10,8 +10,8 @@
 //! field instead of a 400 that names nothing the user wrote.
 
 use k8s_openapi::api::authentication::v1::UserInfo;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
-use kube::core::{DynamicObject, GroupVersionKind};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::core::{DynamicObject, GroupVersionKind, TypeMeta};
 use serde_json::Value;
 
 /// The only AdmissionReview version served.
@@ -68,58 +68,68 @@ pub enum DecodeError {
     MalformedRequest(serde_json::Error),
 }
 
-/// A decoded AdmissionReview: the request (for the response's uid and types) and the input.
+/// A decoded AdmissionReview: the allowing answer to it (which carries its uid and types) and
+/// the input.
 #[derive(Debug)]
 pub struct DecodedReview {
-    request: AdmissionRequest<DynamicObject>,
+    allowing: AdmissionResponse,
     pub input: ReviewInput,
 }
 
 impl DecodedReview {
     /// An allowing response to this request, for the caller to deny or decorate.
     pub fn response(&self) -> AdmissionResponse {
-        AdmissionResponse::from(&self.request)
+        self.allowing.clone()
     }
 
     pub fn uid(&self) -> &str {
-        &self.request.uid
+        &self.allowing.uid
     }
 }
 
 /// Decodes an `admission.k8s.io/v1` AdmissionReview body.
+///
+/// The body is parsed once; the request's envelope is then read straight out of the parsed
+/// request (its strings moved, not copied), and the objects are moved into the input. (Reading
+/// it through kube's `AdmissionReview`, whose type fields are flattened, buffered and copied
+/// the whole envelope a second time on every admission.)
 pub fn decode_admission_review(body: &[u8]) -> Result<DecodedReview, DecodeError> {
     let mut review: Value = serde_json::from_slice(body).map_err(DecodeError::NotJson)?;
     let envelope = review.as_object_mut().ok_or(DecodeError::NotAnObject)?;
     let text = |value: Option<&Value>| value.and_then(Value::as_str).unwrap_or("").to_owned();
-    let api_version = text(envelope.get("apiVersion"));
-    if api_version != ADMISSION_API_VERSION {
-        return Err(DecodeError::WrongVersion { found: api_version });
+    if envelope.get("apiVersion").and_then(Value::as_str) != Some(ADMISSION_API_VERSION) {
+        return Err(DecodeError::WrongVersion {
+            found: text(envelope.get("apiVersion")),
+        });
     }
-    let kind = text(envelope.get("kind"));
-    if kind != kube::core::admission::META_KIND {
-        return Err(DecodeError::WrongKind { found: kind });
+    if envelope.get("kind").and_then(Value::as_str) != Some(kube::core::admission::META_KIND) {
+        return Err(DecodeError::WrongKind {
+            found: text(envelope.get("kind")),
+        });
     }
-    let request = envelope
-        .get_mut("request")
-        .and_then(Value::as_object_mut)
-        .ok_or(DecodeError::NoRequest)?;
-    let object = take_object(request, "object")?;
-    let old_object = take_object(request, "oldObject")?;
-    let review: AdmissionReview<DynamicObject> =
-        serde_json::from_value(review).map_err(DecodeError::MalformedRequest)?;
-    let request: AdmissionRequest<DynamicObject> =
-        review.try_into().map_err(|_| DecodeError::NoRequest)?;
+    let Some(Value::Object(mut request)) = envelope.remove("request") else {
+        return Err(DecodeError::NoRequest);
+    };
+    let object = take_object(&mut request, "object")?;
+    let old_object = take_object(&mut request, "oldObject")?;
+    let mut request: AdmissionRequest<DynamicObject> =
+        serde_json::from_value(Value::Object(request)).map_err(DecodeError::MalformedRequest)?;
+    request.types = TypeMeta {
+        api_version: ADMISSION_API_VERSION.to_owned(),
+        kind: kube::core::admission::META_KIND.to_owned(),
+    };
+    let allowing = AdmissionResponse::from(&request);
     let input = ReviewInput {
-        operation: request.operation.clone(),
-        kind: request.kind.clone(),
-        name: request.name.clone(),
-        namespace: request.namespace.clone().filter(|ns| !ns.is_empty()),
-        sub_resource: request.sub_resource.clone().filter(|s| !s.is_empty()),
-        user: request.user_info.clone(),
+        operation: request.operation,
+        kind: request.kind,
+        name: request.name,
+        namespace: request.namespace.filter(|ns| !ns.is_empty()),
+        sub_resource: request.sub_resource.filter(|s| !s.is_empty()),
+        user: request.user_info,
         object,
         old_object,
     };
-    Ok(DecodedReview { request, input })
+    Ok(DecodedReview { allowing, input })
 }
 
 /// Removes `field` from the request (so the envelope decodes without reading it) and returns
@@ -174,7 +184,13 @@ mod tests {
             decoded.input.object.as_ref().unwrap()["metadata"]["name"],
             "settings"
         );
-        assert_eq!(decoded.response().uid, "u-1");
+        let response = decoded.response();
+        assert_eq!(response.uid, "u-1");
+        assert!(response.allowed);
+        let answer = serde_json::to_value(response.into_review()).unwrap();
+        assert_eq!(answer["apiVersion"], ADMISSION_API_VERSION);
+        assert_eq!(answer["kind"], "AdmissionReview");
+        assert_eq!(answer["response"]["uid"], "u-1");
     }
 
     #[test]

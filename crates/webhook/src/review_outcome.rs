@@ -66,12 +66,23 @@ impl ReviewOutcome {
     /// The check that decides: the first refusal, else the last check that allowed, else a
     /// synthetic "no rule applies".
     pub fn decision(&self) -> Check {
+        self.deciding_check()
+            .cloned()
+            .unwrap_or_else(|| Check::allow(NO_RULE, "no Arbor rule concerns this object"))
+    }
+
+    /// The deciding rule's id and whether it allowed, without copying the check.
+    pub fn deciding_rule(&self) -> (&str, bool) {
+        self.deciding_check().map_or((NO_RULE, true), |check| {
+            (check.rule.as_str(), check.allowed)
+        })
+    }
+
+    fn deciding_check(&self) -> Option<&Check> {
         self.checks
             .iter()
             .find(|check| !check.allowed)
             .or_else(|| self.checks.last())
-            .cloned()
-            .unwrap_or_else(|| Check::allow(NO_RULE, "no Arbor rule concerns this object"))
     }
 }
 
@@ -87,6 +98,17 @@ mod tests {
         verdict.push(Check::deny("c", "also no"));
         assert!(!verdict.allowed());
         assert_eq!(verdict.decision().rule, "b");
+        assert_eq!(verdict.deciding_rule(), ("b", false));
+    }
+
+    #[test]
+    fn without_a_refusal_the_last_check_decides() {
+        let mut verdict = ReviewOutcome::default();
+        verdict.push(Check::allow("a", "fine"));
+        verdict.push(Check::allow("b", "also fine"));
+        assert!(verdict.allowed());
+        assert_eq!(verdict.decision().rule, "b");
+        assert_eq!(verdict.deciding_rule(), ("b", true));
     }
 
     #[test]
@@ -94,5 +116,6 @@ mod tests {
         let verdict = ReviewOutcome::default();
         assert!(verdict.allowed());
         assert_eq!(verdict.decision().rule, NO_RULE);
+        assert_eq!(verdict.deciding_rule(), (NO_RULE, true));
     }
 }

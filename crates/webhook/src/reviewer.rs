@@ -67,6 +67,9 @@ impl Subject {
 #[derive(Clone)]
 pub struct Policy {
     settings: Arc<PolicySettings>,
+    /// The API group SubNamespaces are served in under the settings' key domain, worked out
+    /// once rather than on every review.
+    sub_namespace_group: Arc<str>,
     tree: Arc<dyn TreeSource>,
     /// Where drift prevention asks what git declares; `None` turns drift prevention off.
     declared: Option<Arc<dyn DeclaredState>>,
@@ -89,7 +92,10 @@ impl Policy {
         tree: Arc<dyn TreeSource>,
         declared: Option<Arc<dyn DeclaredState>>,
     ) -> Self {
+        let sub_namespace_group =
+            arbor_api::SubNamespaceApi::for_domain(settings.keys.domain()).group;
         Self {
+            sub_namespace_group: sub_namespace_group.into(),
             settings: Arc::new(settings),
             tree,
             declared,
@@ -111,15 +117,16 @@ impl Policy {
     /// Every rule that concerns `input`, evaluated in order.
     pub async fn review(&self, input: &ReviewInput) -> ReviewOutcome {
         let mut verdict = ReviewOutcome::default();
-        let what = format!("{} {}", input.kind.kind, input.object_name());
+        // Only an unreadable object is named this way; most reviews never need the name.
+        let what = || format!("{} {}", input.kind.kind, input.object_name());
         if let Err(error) = self.review_kind(input, &mut verdict) {
-            verdict.push(error.into_check(&what));
+            verdict.push(error.into_check(&what()));
         }
         if let (Some(drift), Some(declared)) = (&self.settings.drift, &self.declared) {
             match drift::review(drift, input, declared.as_ref()).await {
                 Ok(Some(check)) => verdict.push(check),
                 Ok(None) => {}
-                Err(error) => verdict.push(error.into_check(&what)),
+                Err(error) => verdict.push(error.into_check(&what())),
             }
         }
         verdict
@@ -134,9 +141,7 @@ impl Policy {
             return Ok(());
         }
         let stored = || stored_object(input);
-        let sub_namespace_group =
-            arbor_api::SubNamespaceApi::for_domain(self.settings.keys.domain()).group;
-        match Subject::of(input, &sub_namespace_group) {
+        match Subject::of(input, &self.sub_namespace_group) {
             Subject::Other => {}
             Subject::Tracking(kind) => {
                 if let Some(object) = stored()? {

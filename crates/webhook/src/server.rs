@@ -47,16 +47,18 @@ pub struct AppState {
 
 /// The admission router.
 pub fn router(state: AppState) -> Router {
+    // Behind one `Arc`: axum clones the state for every request, and cloning `AppState`
+    // itself touches a reference count per handle, shared by every worker thread.
     Router::new()
         .route(VALIDATE_PATH, post(validate))
-        .with_state(state)
+        .with_state(Arc::new(state))
 }
 
 fn plain(status: StatusCode, reason: impl Into<String>) -> Response {
     (status, reason.into()).into_response()
 }
 
-async fn validate(State(state): State<AppState>, body: Body) -> Response {
+async fn validate(State(state): State<Arc<AppState>>, body: Body) -> Response {
     let started = Instant::now();
     let bytes = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY_BYTES))
         .await
@@ -93,9 +95,9 @@ async fn validate(State(state): State<AppState>, body: Body) -> Response {
     state
         .metrics
         .record("admission", &verdict, started.elapsed());
-    let decision = verdict.decision();
     let mut response = decoded.response();
-    if !decision.allowed {
+    if !verdict.allowed() {
+        let decision = verdict.decision();
         tracing::info!(uid = decoded.uid(), rule = %decision.rule, reason = %decision.reason, "denied");
         response = response.deny(decision.to_string());
     }

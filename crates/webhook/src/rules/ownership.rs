@@ -129,7 +129,9 @@ fn owners(
         }
     };
     let group = arbor_api::GitTrack::group(&());
-    let references = match object.pointer("/metadata/ownerReferences") {
+    // Read key by key: a JSON pointer copies each of its segments on every lookup.
+    let metadata = object.get("metadata");
+    let references = match metadata.and_then(|metadata| metadata.get("ownerReferences")) {
         None | Some(Value::Null) => &[][..],
         Some(Value::Array(references)) => references.as_slice(),
         Some(_) => return Err(ShapeError::wrong_type("metadata.ownerReferences", "a list")),
@@ -165,16 +167,16 @@ fn owners(
         }
     }
     let annotation = settings.keys.source_annotation();
-    let annotations = object.pointer("/metadata/annotations");
+    let annotations = metadata.and_then(|metadata| metadata.get("annotations"));
     if let Some(value) = annotations.and_then(|a| a.get(&annotation)) {
-        let field = format!("metadata.annotations[{annotation:?}]");
+        let field = || format!("metadata.annotations[{annotation:?}]");
         let text = value
             .as_str()
-            .ok_or_else(|| ShapeError::wrong_type(field.clone(), "a string"))?;
+            .ok_or_else(|| ShapeError::wrong_type(field(), "a string"))?;
         let source: SourceRef =
             text.parse()
                 .map_err(|error: arbor_api::keys::InvalidSourceRef| {
-                    ShapeError::invalid(field, error.to_string())
+                    ShapeError::invalid(field(), error.to_string())
                 })?;
         add(match source {
             SourceRef::GitTrack { namespace, .. } => Owner::gittrack(namespace),

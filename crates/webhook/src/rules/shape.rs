@@ -73,7 +73,10 @@ pub fn check_metadata_maps(object: &Value) -> Result<(), ShapeError> {
         return Err(ShapeError::wrong_type("(object)", "a JSON object"));
     }
     for map in ["labels", "annotations"] {
-        match object.pointer(&format!("/metadata/{map}")) {
+        match object
+            .get("metadata")
+            .and_then(|metadata| metadata.get(map))
+        {
             None | Some(Value::Null) => {}
             Some(Value::Object(entries)) => {
                 if let Some((key, _)) = entries.iter().find(|(_, v)| !v.is_string()) {
