@@ -88,7 +88,8 @@ crds:
 	$(CARGO) run -q -p arborctl --bin arborctl -- crds --out charts/arbor/crds \
 	  --domain-template charts/arbor/templates/crd-subnamespaces-domain.yaml
 
-## bench: every benchmark (`benches/*.rs`, plain programs) in release, one after another. Each
+## bench: every benchmark (`benches/*.rs`, plain programs) in release, built at once and run one
+## after another by tests/benches/run.sh (not `cargo bench --bench`, which rebuilds). Each
 ## appends its tables (figure | measured | baseline (same run) | target | met?, the one shape
 ## of arbor_testkit::bench) to its own part under $(BENCH_PARTS); tests/benches/results.sh
 ## joins the parts, a summary of the targets and each step's wall time into $(BENCH_OUT). Budget: 30 minutes on 2 cores,
@@ -102,13 +103,13 @@ BENCHES ?= throughput hydrate sync throttled converge observer admission memory 
 bench: deps
 	@rm -rf $(BENCH_PARTS) && mkdir -p $(BENCH_PARTS) $(dir $(BENCH_OUT))
 	@started=$$(date +%s); \
-	$(CARGO) bench --workspace --benches --no-run -q && $(CARGO) build --release --workspace --bins -q \
-	  || exit 1; \
+	$(CARGO) bench --workspace --benches --no-run -q --message-format=json > $(BENCH_PARTS)/built.json \
+	  && $(CARGO) build --release --workspace --bins -q || exit 1; \
 	echo "| release build (benches, binaries) | $$(( $$(date +%s) - started )) s |" > $(BENCH_PARTS)/times
 	@failed=""; for bench in $(BENCHES); do \
 	  started=$$(date +%s); \
-	  ARBOR_BENCH_RESULTS=$(abspath $(BENCH_PARTS))/$$bench.md $(CARGO) bench -q --workspace --bench $$bench \
-	    || failed="$$failed $$bench"; \
+	  ARBOR_BENCH_RESULTS=$(abspath $(BENCH_PARTS))/$$bench.md \
+	    tests/benches/run.sh $(abspath $(BENCH_PARTS))/built.json $$bench || failed="$$failed $$bench"; \
 	  echo "| $$bench | $$(( $$(date +%s) - started )) s |" >> $(BENCH_PARTS)/times; \
 	done; \
 	tests/benches/results.sh $(BENCH_PARTS) "$(BENCHES)" "$$failed" > $(BENCH_OUT); \

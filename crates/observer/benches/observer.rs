@@ -27,10 +27,6 @@ fn sizes() -> anyhow::Result<(usize, usize)> {
     ))
 }
 
-/// What the observers may add to the process (issue 21: the observer < 150 MiB at 1,000
-/// Applications).
-const TARGET_MIB: u64 = 150;
-
 /// This process's resident set (the observer, the emulator and the bench together).
 fn rss_kib() -> anyhow::Result<u64> {
     Ok(Memory::of_pid(std::process::id())?.resident_kib)
@@ -141,10 +137,10 @@ async fn bench() -> anyhow::Result<()> {
                 "before the observer (emulator + Applications): {}",
                 mib(before)
             ))
-            .target(
-                format!("growth < {TARGET_MIB} MiB"),
-                growth < TARGET_MIB * 1024,
-            ),
+            // Issue 21 holds the observer's own process to 150 MiB: the memory bench measures
+            // that. This figure also holds the emulator's side of every watch, so it gets no
+            // verdict here.
+            .context("an upper bound; the target (< 150 MiB) is the observer's own process, in the memory table"),
         )
         .row(Row::new(
             "growth per Application",

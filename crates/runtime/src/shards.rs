@@ -204,6 +204,8 @@ struct Inner {
     /// The count survives the watch's coalescing: a shard lost and gained again between two
     /// looks still reads as a gain.
     held: watch::Sender<Held>,
+    /// Told whenever a shard's Lease is renewed or given up, for [`Shards::lost`].
+    leases: watch::Sender<()>,
     metrics: ShardMetrics,
 }
 
@@ -230,6 +232,7 @@ impl Shards {
                 peers: Mutex::new(BTreeMap::new()),
                 in_flight: (0..count).map(|_| Arc::new(RwLock::new(()))).collect(),
                 held: watch::channel(Held::default()).0,
+                leases: watch::channel(()).0,
                 metrics,
             }),
         }
@@ -279,6 +282,7 @@ impl Shards {
         if let Some(slot) = lock(&self.inner.leased).get_mut(shard as usize) {
             *slot = sent;
         }
+        self.inner.leases.send_replace(());
     }
 
     /// The replica that holds `shard`: this one, or the one its Lease named, unexpired, at
@@ -369,22 +373,32 @@ impl Shards {
         })
     }
 
-    /// Resolves once this replica no longer holds `shard` (given up, taken, or not renewed
-    /// within the deadline).
+    /// Resolves once this replica's Lease of `shard` is gone: seen taken by another replica,
+    /// given up, or not renewed within the renew deadline. A shard being given up to another
+    /// replica is not lost while this replica still renews its Lease: work in flight on it
+    /// finishes (new work is refused, [`Shards::holds`]), because a request dropped half-way can
+    /// still be carried out by the API server after the next holder's writes, and the Lease is
+    /// given up only once that work is done.
     pub async fn lost(&self, shard: u32) {
-        let mut changes = self.inner.held.subscribe();
+        let mut held = self.inner.held.subscribe();
+        let mut leases = self.inner.leases.subscribe();
         loop {
-            if !self.holds(shard) {
+            if !self.answers_for(shard) {
                 return;
             }
-            let sent = self.renewed().get(shard as usize).copied().flatten();
-            let remaining = match (sent, self.inner.deadline) {
+            let renewed = self.renewed().get(shard as usize).copied().flatten();
+            let leased = lock(&self.inner.leased)
+                .get(shard as usize)
+                .copied()
+                .flatten();
+            let remaining = match (renewed.max(leased), self.inner.deadline) {
                 (Some(sent), Some(deadline)) => deadline.saturating_sub(sent.elapsed()),
                 // Held for good (no Leases): only a change could end it, and none comes.
                 _ => Duration::MAX,
             };
             tokio::select! {
-                changed = changes.changed() => if changed.is_err() { return },
+                changed = held.changed() => if changed.is_err() { return },
+                changed = leases.changed() => if changed.is_err() { return },
                 () = tokio::time::sleep(remaining.min(Duration::from_secs(3600))) => {}
             }
         }
@@ -469,8 +483,9 @@ impl ShardGuard {
         self.shards.lost(self.shard).await;
     }
 
-    /// Runs `work` until it ends or the shard is lost; `None` when the shard was lost first,
-    /// and then nothing more of `work` runs (its next write is never sent).
+    /// Runs `work` until it ends or the shard is lost ([`Shards::lost`]: not while it is only
+    /// being given up); `None` when the shard was lost first, and then nothing more of `work`
+    /// runs (its next write is never sent).
     pub async fn while_held<F: std::future::Future>(&self, work: F) -> Option<F::Output> {
         tokio::select! {
             biased;
@@ -847,6 +862,38 @@ mod tests {
         assert!(shards.answers_for(0));
         shards.set_leased(0, None);
         assert!(!shards.answers_for(0));
+    }
+
+    #[tokio::test]
+    async fn work_in_flight_on_a_shard_being_given_up_finishes_and_ends_when_its_lease_does() {
+        let shards = Shards::new(
+            1,
+            "a",
+            Some(Duration::from_secs(60)),
+            ShardMetrics::default(),
+        );
+        shards.set(0, Some(Instant::now()));
+        shards.set_leased(0, Some(Instant::now()));
+        let guard = shards.guard(0).await.expect("held");
+        // Given up for another replica: no new work, and the work in flight is not cut off.
+        shards.set(0, None);
+        assert!(shards.guard(0).await.is_none());
+        let cut = tokio::time::timeout(Duration::from_millis(200), guard.lost()).await;
+        assert!(
+            cut.is_err(),
+            "work in flight was cut off while the Lease was still renewed"
+        );
+        // Seen taken (or given up): lost at once.
+        let lost = tokio::spawn({
+            let shards = shards.clone();
+            async move { shards.lost(0).await }
+        });
+        tokio::task::yield_now().await;
+        shards.set_leased(0, None);
+        tokio::time::timeout(Duration::from_secs(2), lost)
+            .await
+            .expect("the Lease given up ends the work")
+            .expect("joined");
     }
 
     #[tokio::test]

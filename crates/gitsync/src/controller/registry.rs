@@ -130,6 +130,19 @@ pub struct SourceRecord {
     pub inventory_listed: bool,
 }
 
+impl SourceRecord {
+    /// Whether what the source declares is known here: a good state was read (a shard gained
+    /// starts with none), or the source does not decode, or a round finished and the source
+    /// never synced anywhere (its status names no commit), so it declares nothing. A round
+    /// that failed to fetch or parse a source that did sync before (on the replica that held
+    /// it) says nothing about what it declares: its objects would be answered "not declared".
+    pub fn state_known(&self) -> bool {
+        self.good.is_some()
+            || self.undecodable_generation.is_some()
+            || (self.rounds > 0 && self.status.observed_commit.is_none())
+    }
+}
+
 /// The shared registry.
 #[derive(Debug)]
 pub struct Registry {
@@ -167,13 +180,12 @@ impl Registry {
             .is_some_and(|record| record.inventory_listed)
     }
 
-    /// Whether what `source` declares is known here: a round of it finished since its record
-    /// was made (a shard gained starts with none), or it does not decode. Read without
-    /// copying the record (every gathered question asks, for every source).
+    /// Whether what `source` declares is known here ([`SourceRecord::state_known`]). Read
+    /// without copying the record (every gathered question asks, for every source).
     pub fn state_known(&self, source: &SourceRef) -> bool {
         self.read()
             .get(source)
-            .is_some_and(|record| record.rounds > 0 || record.undecodable_generation.is_some())
+            .is_some_and(SourceRecord::state_known)
     }
 
     pub fn sources(&self) -> Vec<(SourceRef, SourceRecord)> {
@@ -279,5 +291,45 @@ impl Registry {
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<SourceRef, SourceRecord>> {
         self.sources.read().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_that_read_no_state_of_a_source_that_synced_before_knows_nothing() {
+        let synced_before = SourceRecord {
+            rounds: 1,
+            status: GitSourceStatus {
+                observed_commit: Some("c0ffee".into()),
+                ..GitSourceStatus::default()
+            },
+            ..SourceRecord::default()
+        };
+        assert!(
+            !synced_before.state_known(),
+            "a failed fetch after a handover"
+        );
+        let never_synced = SourceRecord {
+            rounds: 1,
+            ..SourceRecord::default()
+        };
+        assert!(never_synced.state_known(), "declares nothing yet");
+        assert!(!SourceRecord::default().state_known(), "no round yet");
+        let read = SourceRecord {
+            good: Some(GoodState {
+                commit: "c0ffee".into(),
+                state: Arc::new(DeclaredState::default()),
+            }),
+            ..synced_before.clone()
+        };
+        assert!(read.state_known());
+        let undecodable = SourceRecord {
+            undecodable_generation: Some(2),
+            ..synced_before
+        };
+        assert!(undecodable.state_known());
     }
 }
