@@ -41,9 +41,11 @@ use arbor_policy::sync::{
     UndeclaredOnCluster,
 };
 use arbor_proto::from_kube;
+use arbor_proto::v1::sync_service_client::SyncServiceClient;
 use arbor_proto::v1::sync_service_server::{SyncService, SyncServiceServer};
 use arbor_proto::v1::{self as proto, ManagedState};
 use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 use crate::apply::{ApplyError, Target};
@@ -104,14 +106,23 @@ impl SyncServiceImpl {
         sources
     }
 
-    /// The other replicas' answers (see [`PeerReplicas::gather`]), this one answering for
-    /// `answered_here`.
-    fn gather<R>(
+    /// Asks every other replica `message` through `call` and gathers their answers
+    /// ([`PeerReplicas::gather`]: `expected` is the refusal that still counts as an answer),
+    /// this replica answering for `answered_here`.
+    async fn ask_others<T, R, F, Fut>(
         &self,
-        answers: Vec<PeerAnswer<R>>,
+        message: &T,
+        patience: Duration,
+        call: F,
         expected: tonic::Code,
         answered_here: &BTreeSet<u32>,
-    ) -> Result<Vec<R>, Status> {
+    ) -> Result<Vec<R>, Status>
+    where
+        T: Clone,
+        F: Fn(SyncServiceClient<Channel>, Request<T>) -> Fut,
+        Fut: std::future::Future<Output = Result<Response<R>, Status>>,
+    {
+        let answers = self.peers.ask_all(message, patience, call).await;
         self.peers.gather(answers, expected, answered_here)
     }
 
@@ -567,14 +578,15 @@ impl SyncService for SyncServiceImpl {
                 .collect();
             if !PeerReplicas::forwarded(&request) && (wanted.is_none() || sources.is_empty()) {
                 let answers = self
-                    .peers
-                    .ask_all(
+                    .ask_others(
                         request.get_ref(),
                         QUESTION_PATIENCE,
                         |mut client, request| async move { client.get_status(request).await },
+                        tonic::Code::NotFound,
+                        &answered,
                     )
-                    .await;
-                for answer in self.gather(answers, tonic::Code::NotFound, &answered)? {
+                    .await?;
+                for answer in answers {
                     for status in answer.sources {
                         // A source in hand-over may show on two replicas for a moment: once.
                         if !sources.iter().any(|known| known.source == status.source) {
@@ -612,15 +624,14 @@ impl SyncService for SyncServiceImpl {
             let elsewhere = if PeerReplicas::forwarded(&request) || local {
                 Vec::new()
             } else {
-                let answers = self
-                    .peers
-                    .ask_all(
-                        filter,
-                        QUESTION_PATIENCE,
-                        |mut client, request| async move { client.list_managed(request).await },
-                    )
-                    .await;
-                self.gather(answers, tonic::Code::Ok, &answered)?
+                self.ask_others(
+                    filter,
+                    QUESTION_PATIENCE,
+                    |mut client, request| async move { client.list_managed(request).await },
+                    tonic::Code::Ok,
+                    &answered,
+                )
+                .await?
             };
             let mut objects = Vec::new();
             for (source, record) in self.sources() {
@@ -670,16 +681,15 @@ impl SyncService for SyncServiceImpl {
             let (declarations, situation, row, gvk) = self.assess(&key, &version).await?;
             if declarations.is_empty() && !PeerReplicas::forwarded(&request) {
                 // Declared by a source of another replica's shard: that replica explains it.
-                let answers = self
-                    .peers
-                    .ask_all(
+                let declared = self
+                    .ask_others(
                         request.get_ref(),
                         QUESTION_PATIENCE,
                         |mut client, request| async move { client.explain(request).await },
+                        tonic::Code::Ok,
+                        &answered,
                     )
-                    .await;
-                let declared = self
-                    .gather(answers, tonic::Code::Ok, &answered)?
+                    .await?
                     .into_iter()
                     .find(|answer| !answer.declarations.is_empty());
                 if let Some(answer) = declared {
@@ -890,16 +900,15 @@ impl SyncService for SyncServiceImpl {
                 }
                 // Drift prevention must not miss an object because the Service picked a replica
                 // whose shards do not hold its source.
-                let answers = self
-                    .peers
-                    .ask_all(
+                let declared = self
+                    .ask_others(
                         request.get_ref(),
                         ADMISSION_PATIENCE,
                         |mut client, request| async move { client.get_declared(request).await },
+                        tonic::Code::Ok,
+                        &answered,
                     )
-                    .await;
-                let declared = self
-                    .gather(answers, tonic::Code::Ok, &answered)?
+                    .await?
                     .into_iter()
                     .find(|answer| answer.declared);
                 return Ok(Response::new(declared.unwrap_or_default()));
