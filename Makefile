@@ -37,6 +37,8 @@ test: deps helm link-check
 ## link-check: production binaries link production code only (DESIGN.md, rules of the house):
 ## arborctl links neither the gitsync controller nor test support, and no controller links
 ## test support or a certificate issuer (the demo and the tests issue; controllers only load).
+## It also checks that a build with tests gives no dependency of the binaries a second feature
+## set (tests/one-feature-set.sh), which would compile it and everything above it twice.
 CONTROLLER_CRATES := arbor-gitsync arbor-hierarchy arbor-observer arbor-webhook
 link-check:
 	@bad=$$($(CARGO) tree -q -p arborctl -e normal --prefix none | grep -E '^arbor-(gitsync|testkit) ' | sort -u); \
@@ -46,6 +48,7 @@ link-check:
 	  if [ -n "$$bad" ]; then echo "link-check: $$pkg links $$bad" >&2; exit 1; fi; \
 	done
 	@echo "link-check: production binaries link production code only"
+	@tests/one-feature-set.sh
 
 ## e2e-cluster: the end-to-end tests of tests/ against a running cluster instead of one
 ## arbor-kube-emu per test (README "The end-to-end tests against a real cluster").
