@@ -7,7 +7,7 @@
 //! | ListManaged | every declared object with its state (in sync, unmanaged, ignored, failed, …), filtered by source, namespace, kind and state |
 //! | Explain | the declarations of an object and the row of seeds/000's table that applies to it now: the inputs (columns), the action, the rule (`seeds/000 row N`) and the reason with the row's id |
 //! | TriggerSync | a full round of the source now; with `wait`, answers after it finished (at most two minutes) |
-//! | ReportDrift | re-applies each reported object at once through the table (an unlabelled object is still left alone), under its source's shard; objects no source declares come back as `unknown` |
+//! | ReportDrift | re-applies each reported object at once through the table (an unlabelled object is still left alone), under its source's shard and round lock, as the source declares it after any round in progress (waited for at most 2 s, then left to the round after it); objects no source declares come back as `unknown`, and one whose record lacks its declaration is logged and not counted as accepted |
 //! | GetDeclared | the object as gitsync applies it (a Secret without `data` and `stringData`), with its source, file, commit and compare fields, for the webhook's drift prevention |
 //! | Preview | what a round would do with a revision or sent files ([`crate::controller::preview`]): each object's change, seeds/000 row and the fields an update changes (a Secret's by path only), and the guards that would stop it; writes nothing |
 //!
@@ -59,6 +59,11 @@ use crate::peer_replicas::{
 
 /// How long `TriggerSync` with `wait` waits for the round.
 const TRIGGER_PATIENCE: Duration = Duration::from_secs(120);
+/// How long a drift report waits for rounds of its sources in progress: the observer's report
+/// must not hang on a long round, and one passed on by another replica must be answered within
+/// its `QUESTION_PATIENCE`. A round of the source after the one in progress corrects what is
+/// left.
+const DRIFT_ROUND_PATIENCE: Duration = Duration::from_secs(2);
 /// The gRPC metadata key naming the replica that holds a source's shard, when a request
 /// reached another one.
 pub const SHARD_HOLDER: &str = "arbor-shard-holder";
@@ -146,6 +151,77 @@ impl SyncServiceImpl {
             })
     }
 
+    /// Re-applies `key`, reported drifted by `reporter`, as `source` declares it. Runs under
+    /// the source's round lock, as its rounds do, and reads the declaration only once holding
+    /// it: a re-apply computed from one commit never lands after a round applied the next. A
+    /// source whose round holds the lock is waited for until `deadline`; after that the
+    /// correction is left to a round asked for now, which runs after the one in progress.
+    async fn correct_drift(
+        &self,
+        source: &SourceRef,
+        key: &ObjectKey,
+        reporter: &str,
+        deadline: tokio::time::Instant,
+    ) -> Correction {
+        let lock = self.ctx.registry.round_lock(source);
+        let Ok(_round) = tokio::time::timeout_at(deadline, lock.lock_owned()).await else {
+            tracing::info!(object = %key, %source, "drift reported while a round of its source runs; a round after it corrects the object");
+            self.ctx.registry.request_round(source);
+            return Correction::LeftToRound;
+        };
+        let Some((record, apply_as)) = self
+            .ctx
+            .registry
+            .declaration(source, key)
+            .filter(|(record, _)| drift_corrected(record))
+        else {
+            // The round that held the lock changed what the source declares: it wrote the
+            // object (or pruned it, or leaves it alone) after the drift.
+            tracing::info!(object = %key, %source, "drift reported for an object its source's last round no longer applies");
+            return Correction::Handled;
+        };
+        let Some(desired) = record.desired(&self.ctx.settings, source, key.namespace.as_deref())
+        else {
+            tracing::warn!(object = %key, %source, "drift not corrected: the declaration of the object is missing from the state of its source; the source's next round rebuilds it");
+            return Correction::Declined;
+        };
+        let compare = CompareFields::parse(&record.compare_fields).unwrap_or_default();
+        let target = Target {
+            gvk: &record.gvk,
+            namespace: key.namespace.as_deref(),
+            name: &key.name,
+            sync_declared: self
+                .ctx
+                .registry
+                .declares_kind(source, &key.group_kind)
+                .unwrap_or(true),
+            desired: Some(&desired),
+            compare: &compare,
+        };
+        // Written as the source writes in its rounds (its service account, if any).
+        let applier = match identity::applier_as(&self.ctx, apply_as.as_deref()) {
+            Ok(applier) => applier,
+            Err(message) => {
+                tracing::warn!(object = %key, %source, %message, "cannot re-apply a drifted object");
+                return Correction::Handled;
+            }
+        };
+        let synced = match applier.live(&target).await {
+            Ok(live) => applier.sync_object(&target, live.as_ref()).await,
+            Err(error) => Err(error),
+        };
+        match synced {
+            Ok(outcome) => {
+                tracing::info!(object = %key, %source, row = outcome.decision.row.number(), action = %outcome.decision.action, %reporter, "drift reported")
+            }
+            Err(error) => {
+                self.ctx.metrics.count_error(error.code());
+                tracing::warn!(object = %key, %error, "re-applying a drifted object failed");
+            }
+        }
+        Correction::Handled
+    }
+
     /// Decides for `key` now: the declaration (if any), the live object, the table's row.
     async fn assess(
         &self,
@@ -221,6 +297,26 @@ impl SyncServiceImpl {
         let (situation, decision) = self.ctx.applier.decide(&target, live.as_ref());
         Ok((declarations, situation, decision.row, gvk))
     }
+}
+
+/// What became of one reported drift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Correction {
+    /// Re-applied as the source declares the object now (a failed write is logged, and the
+    /// source's next round writes it again), or already handled by the round that held the
+    /// lock, which no longer applies it.
+    Handled,
+    /// A round of the source was running and did not end in time: a round after it corrects
+    /// the object.
+    LeftToRound,
+    /// Not corrected: the source's record of the object has no declaration (logged).
+    Declined,
+}
+
+/// Whether a drift of an object in this state is corrected: not an ignored one, nor one that
+/// failed (its round reports why).
+fn drift_corrected(record: &ObjectRecord) -> bool {
+    !matches!(record.state, ObjectState::Ignored | ObjectState::Failed)
 }
 
 /// What makes two objects of the gRPC API the same object: group, kind, namespace, name.
@@ -772,6 +868,9 @@ impl SyncService for SyncServiceImpl {
         request: Request<proto::ReportDriftRequest>,
     ) -> Result<Response<proto::ReportDriftResponse>, Status> {
         self.refuse_while_stopping()?;
+        // One bound for the whole batch: however many of its sources are in a round, the
+        // report is answered about DRIFT_ROUND_PATIENCE after it came.
+        let deadline = tokio::time::Instant::now() + DRIFT_ROUND_PATIENCE;
         let mut accepted = 0;
         // Events about objects no source declares here, or whose source's shard this replica
         // does not hold: another replica may place them.
@@ -779,9 +878,10 @@ impl SyncService for SyncServiceImpl {
         for event in &request.get_ref().events {
             let (key, _) = object_key(event.object.as_ref())?;
             let declarations = self.ctx.registry.declarations(&key);
-            let Some((source, _, record)) = declarations.into_iter().find(|(_, _, record)| {
-                !matches!(record.state, ObjectState::Ignored | ObjectState::Failed)
-            }) else {
+            let Some((source, _, _)) = declarations
+                .into_iter()
+                .find(|(_, _, record)| drift_corrected(record))
+            else {
                 unplaced.push(event.clone());
                 continue;
             };
@@ -792,49 +892,15 @@ impl SyncService for SyncServiceImpl {
                 unplaced.push(event.clone());
                 continue;
             };
-            accepted += 1;
-            let compare = CompareFields::parse(&record.compare_fields).unwrap_or_default();
-            let desired = self.desired_of(&source, &key, &record)?;
-            let target = Target {
-                gvk: &record.gvk,
-                namespace: key.namespace.as_deref(),
-                name: &key.name,
-                sync_declared: self
-                    .ctx
-                    .registry
-                    .declares_kind(&source, &key.group_kind)
-                    .unwrap_or(true),
-                desired: Some(&desired),
-                compare: &compare,
-            };
-            // Written as the source writes in its rounds (its service account, if any).
-            let apply_as = self.ctx.registry.get(&source).and_then(|r| r.apply_as);
-            let applier = match identity::applier_as(&self.ctx, apply_as.as_deref()) {
-                Ok(applier) => applier,
-                Err(message) => {
-                    tracing::warn!(object = %key, %source, %message, "cannot re-apply a drifted object");
-                    continue;
-                }
-            };
-            let synced = admitted
-                .while_held(async {
-                    match applier.live(&target).await {
-                        Ok(live) => applier.sync_object(&target, live.as_ref()).await,
-                        Err(error) => Err(error),
-                    }
-                })
+            let corrected = admitted
+                .while_held(self.correct_drift(&source, &key, &event.reporter, deadline))
                 .await;
-            let Some(synced) = synced else {
-                tracing::info!(object = %key, %source, "shard lost while re-applying a drifted object");
-                continue;
-            };
-            match synced {
-                Ok(outcome) => {
-                    tracing::info!(object = %key, %source, row = outcome.decision.row.number(), action = %outcome.decision.action, reporter = %event.reporter, "drift reported")
-                }
-                Err(error) => {
-                    self.ctx.metrics.count_error(error.code());
-                    tracing::warn!(object = %key, %error, "re-applying a drifted object failed");
+            match corrected {
+                Some(Correction::Declined) => {}
+                Some(Correction::Handled | Correction::LeftToRound) => accepted += 1,
+                None => {
+                    tracing::info!(object = %key, %source, "shard lost while re-applying a drifted object");
+                    accepted += 1;
                 }
             }
         }

@@ -6,8 +6,14 @@
 mod controller_support;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use arbor_api::keys::SourceRef;
+use arbor_gitsync::controller::registry::Declared;
+use arbor_kube_emu::faults::{Fault, FaultEffect};
+use arbor_policy::layout::DeclaredState;
+use arbor_policy::object::{GroupKind, ObjectKey};
 use arbor_proto::v1 as proto;
 use kube::api::ListParams;
 use serde_json::json;
@@ -235,20 +241,12 @@ async fn drift_is_repaired_at_the_resync_period_without_an_observer() -> anyhow:
 async fn report_drift_reapplies_the_object_at_once() -> anyhow::Result<()> {
     let (cluster, instance, _repo, _source) = ten_configmaps(&[]).await?;
     let configmaps = cluster.configmaps("foo");
-    cluster
-        .edit(&configmaps, "cm-2", json!({"data": {"value": "tampered"}}))
-        .await?;
+    tamper(&cluster, "cm-2").await?;
     let mut grpc = instance.grpc().await?;
     let answer = grpc
         .report_drift(proto::ReportDriftRequest {
             events: vec![
-                proto::DriftEvent {
-                    object: Some(configmap_ref("foo", "cm-2")),
-                    kind: proto::DriftKind::Modified.into(),
-                    changed_fields: vec!["data.value".into()],
-                    reporter: "test".into(),
-                    ..Default::default()
-                },
+                drifted("cm-2"),
                 proto::DriftEvent {
                     object: Some(configmap_ref("foo", "not-declared")),
                     kind: proto::DriftKind::Modified.into(),
@@ -262,6 +260,160 @@ async fn report_drift_reapplies_the_object_at_once() -> anyhow::Result<()> {
     assert_eq!(answer.unknown, vec![configmap_ref("foo", "not-declared")]);
     // Re-applied before the answer: no wait.
     assert_eq!(configmaps.get("cm-2").await?.data["data"]["value"], "1");
+    instance.stop().await;
+    Ok(())
+}
+
+/// Changes ConfigMap `foo/name` by hand, away from what git declares.
+async fn tamper(cluster: &Cluster, name: &str) -> anyhow::Result<()> {
+    cluster
+        .edit(
+            &cluster.configmaps("foo"),
+            name,
+            json!({"data": {"value": "tampered"}}),
+        )
+        .await
+}
+
+/// Has the API server hold the first `verb` request on ConfigMaps for `delay`.
+fn hold_the_next(cluster: &Cluster, verb: &str, delay: Duration) {
+    cluster.emu.faults().inject(
+        Fault::new(FaultEffect::Stall { delay, times: 1 })
+            .verbs(&[verb])
+            .resources(&["configmaps"]),
+    );
+}
+
+/// A drift report of ConfigMap `foo/name`, as the observer sends it.
+fn drifted(name: &str) -> proto::DriftEvent {
+    proto::DriftEvent {
+        object: Some(configmap_ref("foo", name)),
+        kind: proto::DriftKind::Modified.into(),
+        changed_fields: vec!["data.value".into()],
+        reporter: "test".into(),
+        ..Default::default()
+    }
+}
+
+/// Issue 22 (review): a drift re-apply runs under its source's round lock and reads what the
+/// source declares only once holding it. Here the re-apply of commit 1's cm-2 is held 3 s by
+/// the API server while a round of commit 2, which changes cm-2, is asked for: the round runs
+/// after the re-apply, never before it, so cm-2 ends at commit 2's value. Without the lock the
+/// round applied "2" first and the held re-apply then put commit 1's "1" back until the next
+/// round or drift.
+#[tokio::test]
+async fn a_drift_reapply_never_lands_after_the_next_commits_round() -> anyhow::Result<()> {
+    let (cluster, instance, repo, source) = ten_configmaps(&[]).await?;
+    let configmaps = cluster.configmaps("foo");
+    tamper(&cluster, "cm-2").await?;
+    repo.write("cm-2.yaml", &configmap(None, "cm-2", "2"))?;
+    let next = repo.commit("change cm-2")?;
+    hold_the_next(&cluster, "patch", Duration::from_secs(3));
+    let faults = cluster.emu.faults();
+    let mut grpc = instance.grpc().await?;
+    let report = tokio::spawn(async move {
+        grpc.report_drift(proto::ReportDriftRequest {
+            events: vec![drifted("cm-2")],
+        })
+        .await
+    });
+    eventually(
+        "the drift re-apply to be held by the API server",
+        || async { Ok((faults.fired() == vec![1]).then_some(())) },
+    )
+    .await?;
+    cluster.synced(&instance, &source, &next).await?;
+    let answer = report.await??.into_inner();
+    assert_eq!(answer.accepted, 1);
+    assert_eq!(configmaps.get("cm-2").await?.data["data"]["value"], "2");
+    instance.stop().await;
+    Ok(())
+}
+
+/// Issue 22 (review): a drift reported while a round of its source is in progress waits for
+/// the round, but not for long: after 2 s the report is answered and the correction left to a
+/// round after the one in progress. Here the round's list of the ConfigMaps is held 6 s.
+#[tokio::test]
+async fn a_drift_report_waits_for_a_round_in_progress_a_bounded_time() -> anyhow::Result<()> {
+    let (cluster, instance, _repo, source) = ten_configmaps(&[]).await?;
+    let configmaps = cluster.configmaps("foo");
+    tamper(&cluster, "cm-4").await?;
+    hold_the_next(&cluster, "list", Duration::from_secs(6));
+    let faults = cluster.emu.faults();
+    instance.request_round(&source);
+    eventually("the round's list to be held by the API server", || async {
+        Ok((faults.fired() == vec![1]).then_some(()))
+    })
+    .await?;
+    let mut grpc = instance.grpc().await?;
+    let asked = Instant::now();
+    let answer = grpc
+        .report_drift(proto::ReportDriftRequest {
+            events: vec![drifted("cm-4")],
+        })
+        .await?
+        .into_inner();
+    let waited = asked.elapsed();
+    assert_eq!(answer.accepted, 1);
+    assert!(
+        waited >= Duration::from_millis(1500) && waited < Duration::from_secs(4),
+        "the report waited {waited:?} for the round in progress"
+    );
+    // Not written beside the round: the round (or the one after it) writes it.
+    assert_eq!(
+        configmaps.get("cm-4").await?.data["data"]["value"],
+        "tampered"
+    );
+    eventually("cm-4 to be corrected by a round", || async {
+        Ok((configmaps.get("cm-4").await?.data["data"]["value"] == "1").then_some(()))
+    })
+    .await?;
+    instance.stop().await;
+    Ok(())
+}
+
+/// Issue 22 (review): a reported object whose record has lost its declaration (a record
+/// inconsistent with its own state, which no round makes) is skipped, logged and not counted
+/// as accepted; the rest of the batch is still corrected. It used to fail the whole batch with
+/// `Internal`.
+#[tokio::test]
+async fn a_drift_report_skips_an_object_without_its_declaration_and_corrects_the_rest()
+-> anyhow::Result<()> {
+    let (cluster, instance, _repo, source) = ten_configmaps(&[]).await?;
+    let configmaps = cluster.configmaps("foo");
+    for name in ["cm-2", "cm-3"] {
+        tamper(&cluster, name).await?;
+    }
+    let broken = ObjectKey {
+        group_kind: GroupKind::new("", "ConfigMap"),
+        namespace: Some("foo".into()),
+        name: "cm-3".into(),
+    };
+    instance
+        .running()
+        .context()
+        .registry
+        .update(&source, |record| {
+            let object = record.objects.get_mut(&broken).expect("cm-3 is recorded");
+            object.declared = Declared::Applied {
+                state: Arc::new(DeclaredState::default()),
+                key: broken.clone(),
+            };
+        });
+    let mut grpc = instance.grpc().await?;
+    let answer = grpc
+        .report_drift(proto::ReportDriftRequest {
+            events: vec![drifted("cm-3"), drifted("cm-2")],
+        })
+        .await?
+        .into_inner();
+    assert_eq!(answer.accepted, 1);
+    assert!(answer.unknown.is_empty(), "{:?}", answer.unknown);
+    assert_eq!(configmaps.get("cm-2").await?.data["data"]["value"], "1");
+    assert_eq!(
+        configmaps.get("cm-3").await?.data["data"]["value"],
+        "tampered"
+    );
     instance.stop().await;
     Ok(())
 }

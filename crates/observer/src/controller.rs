@@ -288,7 +288,7 @@ impl Reconciler<'_> {
             self.write_status(&status).await?;
         }
         if !self.context.observers.registry.is_running(self.key) {
-            self.start_observer(accepted, &status);
+            self.start_observer(accepted, &status).await;
         }
         Ok(Action::await_change())
     }
@@ -303,7 +303,10 @@ impl Reconciler<'_> {
     ) -> Result<Action, Error> {
         let registry = &self.context.observers.registry;
         let lifecycle = observer_lifecycle(action);
-        if lifecycle.stopped_before {
+        // A create finds no observer, unless one outlived the status that recorded the last
+        // apply (a status wiped, or restored without it): that one is stopped as before an
+        // update, so that no write of it lands after this action's status.
+        if lifecycle.stopped_before || registry.is_running(self.key) {
             registry.stop(self.key).await;
         }
         registry.record(self.key, LifecycleEvent::ActionStarted(action));
@@ -357,7 +360,7 @@ impl Reconciler<'_> {
             ApplicationAction::Delete => ("Deleted", "the manifest's objects were deleted"),
         };
         if lifecycle.started_after {
-            self.start_observer(accepted, &status);
+            self.start_observer(accepted, &status).await;
         }
         self.publish(application, EventType::Normal, reason, note)
             .await;
@@ -425,7 +428,7 @@ impl Reconciler<'_> {
         Ok(Action::await_change())
     }
 
-    fn start_observer(&self, accepted: &Accepted, status: &ApplicationStatus) {
+    async fn start_observer(&self, accepted: &Accepted, status: &ApplicationStatus) {
         let spec = ObserverSpec {
             key: self.key.clone(),
             schema: accepted.schema.clone(),
@@ -435,7 +438,11 @@ impl Reconciler<'_> {
         };
         let token = CancellationToken::new();
         let task = observer::run(self.context.observers.clone(), spec, token.clone());
-        self.context.observers.registry.start(self.key, token, task);
+        self.context
+            .observers
+            .registry
+            .start(self.key, token, task)
+            .await;
     }
 
     async fn write_status(&self, status: &ApplicationStatus) -> Result<(), Error> {

@@ -2,8 +2,9 @@
 //!
 //! The controller starts and stops observers here around its actions, as
 //! [`observer_lifecycle`](arbor_policy::observe::observer_lifecycle) says. Each observer is a
-//! task with its own cancellation token; stopping one cancels it and waits until it ended, so
-//! that it can never write a status after the controller started changing the objects.
+//! task with its own cancellation token; stopping one, or starting another in its place,
+//! cancels it and waits until it ended, so that it can never write a status after the
+//! controller started changing the objects, nor after the observer that replaced it.
 //!
 //! Every start, stop and action is recorded in a short per-Application log, so tests (and
 //! `ObserverService`) can check the lifecycle order; the observer's checks and drift are
@@ -12,7 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use arbor_policy::observe::ApplicationAction;
 use tokio::task::JoinHandle;
@@ -24,6 +25,9 @@ use crate::metrics::Metrics;
 const LOG_CAPACITY: usize = 64;
 /// Deleted Applications whose log is kept, so the end of their lifecycle can be read.
 const RETIRED_CAPACITY: usize = 256;
+/// How long an observer being stopped may take to end: one status write (the client's own
+/// timeouts bound it too, but far later).
+const END_PATIENCE: Duration = Duration::from_secs(10);
 
 /// An Application, by namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -116,32 +120,49 @@ impl ObserverRegistry {
     }
 
     /// Runs `observer` as `key`'s observer; it must end when `token` is cancelled. An observer
-    /// still registered for `key` is cancelled first.
-    pub fn start(
+    /// still registered for `key` is cancelled first and waited for ([`Self::end`]): a status
+    /// write it has in flight lands before the new observer can write, never after.
+    pub async fn start(
         &self,
         key: &AppKey,
         token: CancellationToken,
         observer: impl Future<Output = ()> + Send + 'static,
     ) {
+        // Taken out under the lock and waited for without it: the other Applications'
+        // observers are started, stopped and counted meanwhile.
+        let previous = self
+            .lock()
+            .by_key
+            .get_mut(key)
+            .and_then(|entry| entry.task.take());
+        let replaced = previous.is_some();
+        if let Some(previous) = previous {
+            self.end(key, previous).await;
+        }
         let task = tokio::spawn(observer);
-        let previous = {
+        let displaced = {
             let mut entries = self.lock();
             let entry = entries.by_key.entry(key.clone()).or_default();
             entry.record(LifecycleEvent::ObserverStarted);
             entry.task.replace((token, task))
         };
-        match previous {
-            Some((token, task)) => {
-                token.cancel();
-                task.abort();
+        match displaced {
+            // Started meanwhile by another caller (the controller never reconciles one
+            // Application twice at once): that one ends, this one takes its place and count.
+            Some(displaced) => {
+                if replaced {
+                    self.metrics.observers_running.dec();
+                }
+                self.end(key, displaced).await;
             }
-            None => {
+            None if !replaced => {
                 self.metrics.observers_running.inc();
             }
+            None => {}
         }
     }
 
-    /// Stops `key`'s observer, if one runs, and waits until it ended.
+    /// Stops `key`'s observer, if one runs, and waits until it ended ([`Self::end`]).
     pub async fn stop(&self, key: &AppKey) {
         let task = {
             let mut entries = self.lock();
@@ -154,11 +175,22 @@ impl ObserverRegistry {
             }
             task
         };
-        if let Some((token, task)) = task {
+        if let Some(task) = task {
             self.metrics.observers_running.dec();
-            token.cancel();
-            // A panicked or aborted observer has ended too.
-            let _ = task.await;
+            self.end(key, task).await;
+        }
+    }
+
+    /// Cancels an observer and waits until it ended: it ends at its next step, after the
+    /// status write it has in flight (kube-apiserver carries out a request whose client went
+    /// away, so aborting it would not stop the write, only let it land late). An observer
+    /// that has not ended after [`END_PATIENCE`] is aborted, and that is logged.
+    async fn end(&self, key: &AppKey, (token, mut task): (CancellationToken, JoinHandle<()>)) {
+        token.cancel();
+        // A panicked or aborted observer has ended too.
+        if tokio::time::timeout(END_PATIENCE, &mut task).await.is_err() {
+            tracing::warn!(application = %key, patience = ?END_PATIENCE, "an observer did not end in time and was aborted; a status write it had in flight may still land");
+            task.abort();
         }
     }
 
@@ -278,7 +310,7 @@ mod tests {
                 ended.store(true, std::sync::atomic::Ordering::SeqCst);
             }
         };
-        registry.start(&key, token, observer);
+        registry.start(&key, token, observer).await;
         assert!(registry.is_running(&key));
         assert_eq!(registry.metrics().observers_running.get(), 1);
         registry.stop(&key).await;
@@ -295,5 +327,54 @@ mod tests {
         // Stopping again changes nothing.
         registry.stop(&key).await;
         assert_eq!(registry.stats(&key).log.len(), 2);
+    }
+
+    /// An observer replaced while its status write is in flight: the new one starts only once
+    /// that write is done.
+    #[tokio::test]
+    async fn a_replaced_observer_finishes_its_write_before_the_next_one_starts() {
+        let registry = ObserverRegistry::new(Metrics::default());
+        let key = AppKey::new("ns", "app");
+        let writes = Arc::new(Mutex::new(Vec::new()));
+        let (write_answered, answer) = tokio::sync::oneshot::channel::<()>();
+        let (writing, write_sent) = tokio::sync::oneshot::channel::<()>();
+        let old_token = CancellationToken::new();
+        let old = {
+            let writes = writes.clone();
+            async move {
+                // In flight: cancellation is looked at only between writes, as the observer does.
+                let _ = writing.send(());
+                let _ = answer.await;
+                writes.lock().unwrap().push("old");
+            }
+        };
+        registry.start(&key, old_token, old).await;
+        write_sent.await.expect("the old observer writes");
+        let replacing = {
+            let registry = registry.clone();
+            let key = key.clone();
+            let writes = writes.clone();
+            tokio::spawn(async move {
+                let new = async move {
+                    writes.lock().unwrap().push("new");
+                };
+                registry.start(&key, CancellationToken::new(), new).await;
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            writes.lock().unwrap().is_empty(),
+            "the new observer ran first"
+        );
+        write_answered.send(()).expect("the old observer waits");
+        replacing.await.expect("started");
+        for _ in 0..100 {
+            if writes.lock().unwrap().len() == 2 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(*writes.lock().unwrap(), ["old", "new"]);
+        assert_eq!(registry.metrics().observers_running.get(), 1);
     }
 }

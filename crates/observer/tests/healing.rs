@@ -4,9 +4,14 @@
 
 mod support;
 
+use std::time::{Duration, Instant};
+
+use arbor_kube_emu::faults::{Fault, FaultEffect};
 use arbor_observer::{AppKey, LifecycleEvent, Running};
+use arbor_policy::observe::ApplicationAction;
 use arbor_proto::v1::WatchDriftRequest;
 use arbor_proto::v1::observer_service_client::ObserverServiceClient;
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use support::{Cluster, NAMESPACE, at, eventually, nginx_manifest, nginx_schema};
 
@@ -237,5 +242,161 @@ async fn without_a_custom_schema_every_manifest_field_is_observed() -> anyhow::R
         Ok((replicas == json!(1)).then_some(()))
     })
     .await?;
+    cluster.finish(observer).await
+}
+
+/// How long the API server holds the observer's status write in the tests below.
+const HELD: Duration = Duration::from_secs(3);
+
+/// Holds the next write to an Application (the observer's status write after `edit`) for
+/// [`HELD`] and makes a change by hand to the Deployment's observed image; returns when the
+/// write is held, with the time it was.
+async fn hold_the_observers_write(cluster: &Cluster) -> anyhow::Result<Instant> {
+    let faults = cluster.emu.faults();
+    faults.inject(
+        Fault::new(FaultEffect::Stall {
+            delay: HELD,
+            times: 1,
+        })
+        .verbs(&["patch"])
+        .resources(&["arbor.dev/applications"]),
+    );
+    cluster
+        .edit(
+            &cluster.deployments(),
+            "web",
+            containers("nginx:evil", &["--port=80"]),
+        )
+        .await?;
+    eventually("the observer's status write to be held", || async {
+        Ok((faults.fired() == vec![1]).then_some(()))
+    })
+    .await?;
+    Ok(Instant::now())
+}
+
+/// Waits until the held write has been answered, and a moment for the controller to react.
+async fn past_the_held_write(held_at: Instant) {
+    let settled = held_at + HELD + Duration::from_millis(1500);
+    tokio::time::sleep(settled.saturating_duration_since(Instant::now())).await;
+}
+
+/// The Deployment's image in the stored last observed manifest of `web`.
+async fn observed_image(cluster: &Cluster) -> anyhow::Result<serde_json::Value> {
+    let status = cluster
+        .applications()
+        .get("web")
+        .await?
+        .status
+        .unwrap_or_default();
+    Ok(status
+        .last_observed_manifest
+        .iter()
+        .find(|object| object["kind"] == "Deployment")
+        .and_then(|deployment| deployment.pointer("/spec/template/spec/containers/0/image"))
+        .cloned()
+        .unwrap_or_default())
+}
+
+/// The actions the controller started after the first `skip`.
+fn actions_after(observer: &Running, key: &AppKey, skip: usize) -> Vec<LifecycleEvent> {
+    observer
+        .registry
+        .stats(key)
+        .log
+        .into_iter()
+        .filter(|event| matches!(event, LifecycleEvent::ActionStarted(_)))
+        .skip(skip)
+        .collect()
+}
+
+/// What a test below changes in Application `web` while its observer's write is held.
+enum Change {
+    /// A merge patch of the spec.
+    Spec(serde_json::Value),
+    /// A merge patch of the status, as someone other than the controller writes it.
+    Status(serde_json::Value),
+}
+
+/// Runs `web`, holds its observer's status write after a change by hand to the Deployment
+/// ([`hold_the_observers_write`]), makes `change` meanwhile, and waits until `web` is Running
+/// again and the held write has been answered; returns the actions the controller started
+/// since `change`.
+async fn change_while_the_observers_write_is_held(
+    cluster: &Cluster,
+    change: Change,
+) -> anyhow::Result<(Running, Vec<LifecycleEvent>)> {
+    let observer = running_nginx(cluster, "web").await?;
+    let key = AppKey::new(NAMESPACE, "web");
+    let held_at = hold_the_observers_write(cluster).await?;
+    let before = actions(&observer, &key);
+    let applications = cluster.applications();
+    let params = PatchParams::default();
+    match change {
+        Change::Spec(spec) => {
+            applications
+                .patch("web", &params, &Patch::Merge(json!({ "spec": spec })))
+                .await?
+        }
+        Change::Status(status) => {
+            applications
+                .patch_status("web", &params, &Patch::Merge(json!({ "status": status })))
+                .await?
+        }
+    };
+    cluster.wait_for_state("web", "Running").await?;
+    past_the_held_write(held_at).await;
+    let actions = actions_after(&observer, &key, before);
+    Ok((observer, actions))
+}
+
+/// Issue 22 (review): the spec replaced while the observer's status write is held by the API
+/// server: the observer is stopped before the update and waited for, so its write (the old
+/// spec's objects, drifted) lands first and the final status is the new spec's.
+#[tokio::test]
+async fn an_observer_write_in_flight_when_the_spec_is_replaced_lands_before_the_new_status()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let mut manifest = nginx_manifest("web");
+    manifest[0]["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:1.26");
+    let (observer, actions) = change_while_the_observers_write_is_held(
+        &cluster,
+        Change::Spec(json!({"manifest": manifest})),
+    )
+    .await?;
+    assert_eq!(observed_image(&cluster).await?, json!("nginx:1.26"));
+    assert_eq!(
+        actions,
+        [LifecycleEvent::ActionStarted(ApplicationAction::Update)]
+    );
+    cluster.finish(observer).await
+}
+
+/// Issue 22 (review): an observer that outlived its Application's record of the last apply
+/// (here the status lost its observedGeneration, as a restore without status leaves it) while
+/// its status write is held by the API server. The controller creates the objects again; it
+/// stops that observer first and waits for it, so the held write lands before the create's
+/// status, and nothing follows. Before, the observer was aborted when its successor started;
+/// the API server still carried its write out, after the create's status, and the controller
+/// then "healed" a drift that was already gone.
+#[tokio::test]
+async fn an_observer_write_in_flight_never_lands_after_the_status_of_the_next_action()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let (observer, actions) = change_while_the_observers_write_is_held(
+        &cluster,
+        Change::Status(json!({"observedGeneration": null})),
+    )
+    .await?;
+    assert_eq!(
+        actions,
+        [LifecycleEvent::ActionStarted(ApplicationAction::Create)]
+    );
+    assert_eq!(observed_image(&cluster).await?, json!("nginx:1.25"));
+    let application = cluster.applications().get("web").await?;
+    assert_eq!(
+        application.status.unwrap_or_default().observed_generation,
+        application.metadata.generation
+    );
     cluster.finish(observer).await
 }

@@ -209,7 +209,8 @@ impl Registry {
             .remove(source);
     }
 
-    /// The lock that keeps a round and a preview of one source from running at once.
+    /// The lock that keeps a round, a preview and a drift re-apply of one source from running
+    /// at once.
     pub fn round_lock(&self, source: &SourceRef) -> Arc<tokio::sync::Mutex<()>> {
         self.round_locks
             .lock()
@@ -258,6 +259,19 @@ impl Registry {
                 Some((source.clone(), commit.unwrap_or_default(), object.clone()))
             })
             .collect()
+    }
+
+    /// `source`'s record of `key`, with the user the source's objects are written as
+    /// ([`SourceRecord::apply_as`]), read without copying the rest of the record.
+    pub fn declaration(
+        &self,
+        source: &SourceRef,
+        key: &ObjectKey,
+    ) -> Option<(ObjectRecord, Option<String>)> {
+        let sources = self.read();
+        let record = sources.get(source)?;
+        let object = record.objects.get(key)?;
+        Some((object.clone(), record.apply_as.clone()))
     }
 
     /// Whether `source`'s last good state declares the kind; `None` when the source is unknown.
