@@ -7,7 +7,7 @@
 //! | ListManaged | every declared object with its state (in sync, unmanaged, ignored, failed, …), filtered by source, namespace, kind and state |
 //! | Explain | the declarations of an object and the row of seeds/000's table that applies to it now: the inputs (columns), the action, the rule (`seeds/000 row N`) and the reason with the row's id |
 //! | TriggerSync | a full round of the source now; with `wait`, answers after it finished (at most two minutes) |
-//! | ReportDrift | re-applies each reported object at once through the table (an unlabelled object is still left alone), under its source's shard and round lock, as the source declares it after any round in progress (waited for at most 2 s, then left to the round after it); objects no source declares come back as `unknown`, and one whose record lacks its declaration is logged and not counted as accepted |
+//! | ReportDrift | re-applies each reported object at once through the table (an unlabelled object is still left alone), under its source's shard and round lock, as the source declares it after any round in progress; when a round holds the source longer than 2 s, or the re-apply cannot be made (a failed write, no client for the source's user), it asks for a full round of the source, which re-applies the object after the round in progress; objects no source declares come back as `unknown`, and one whose record lacks its declaration is logged, not counted as accepted, and left to a full round asked for |
 //! | GetDeclared | the object as gitsync applies it (a Secret without `data` and `stringData`), with its source, file, commit and compare fields, for the webhook's drift prevention |
 //! | Preview | what a round would do with a revision or sent files ([`crate::controller::preview`]): each object's change, seeds/000 row and the fields an update changes (a Secret's by path only), and the guards that would stop it; writes nothing |
 //!
@@ -151,77 +151,6 @@ impl SyncServiceImpl {
             })
     }
 
-    /// Re-applies `key`, reported drifted by `reporter`, as `source` declares it. Runs under
-    /// the source's round lock, as its rounds do, and reads the declaration only once holding
-    /// it: a re-apply computed from one commit never lands after a round applied the next. A
-    /// source whose round holds the lock is waited for until `deadline`; after that the
-    /// correction is left to a round asked for now, which runs after the one in progress.
-    async fn correct_drift(
-        &self,
-        source: &SourceRef,
-        key: &ObjectKey,
-        reporter: &str,
-        deadline: tokio::time::Instant,
-    ) -> Correction {
-        let lock = self.ctx.registry.round_lock(source);
-        let Ok(_round) = tokio::time::timeout_at(deadline, lock.lock_owned()).await else {
-            tracing::info!(object = %key, %source, "drift reported while a round of its source runs; a round after it corrects the object");
-            self.ctx.registry.request_round(source);
-            return Correction::LeftToRound;
-        };
-        let Some((record, apply_as)) = self
-            .ctx
-            .registry
-            .declaration(source, key)
-            .filter(|(record, _)| drift_corrected(record))
-        else {
-            // The round that held the lock changed what the source declares: it wrote the
-            // object (or pruned it, or leaves it alone) after the drift.
-            tracing::info!(object = %key, %source, "drift reported for an object its source's last round no longer applies");
-            return Correction::Handled;
-        };
-        let Some(desired) = record.desired(&self.ctx.settings, source, key.namespace.as_deref())
-        else {
-            tracing::warn!(object = %key, %source, "drift not corrected: the declaration of the object is missing from the state of its source; the source's next round rebuilds it");
-            return Correction::Declined;
-        };
-        let compare = CompareFields::parse(&record.compare_fields).unwrap_or_default();
-        let target = Target {
-            gvk: &record.gvk,
-            namespace: key.namespace.as_deref(),
-            name: &key.name,
-            sync_declared: self
-                .ctx
-                .registry
-                .declares_kind(source, &key.group_kind)
-                .unwrap_or(true),
-            desired: Some(&desired),
-            compare: &compare,
-        };
-        // Written as the source writes in its rounds (its service account, if any).
-        let applier = match identity::applier_as(&self.ctx, apply_as.as_deref()) {
-            Ok(applier) => applier,
-            Err(message) => {
-                tracing::warn!(object = %key, %source, %message, "cannot re-apply a drifted object");
-                return Correction::Handled;
-            }
-        };
-        let synced = match applier.live(&target).await {
-            Ok(live) => applier.sync_object(&target, live.as_ref()).await,
-            Err(error) => Err(error),
-        };
-        match synced {
-            Ok(outcome) => {
-                tracing::info!(object = %key, %source, row = outcome.decision.row.number(), action = %outcome.decision.action, %reporter, "drift reported")
-            }
-            Err(error) => {
-                self.ctx.metrics.count_error(error.code());
-                tracing::warn!(object = %key, %error, "re-applying a drifted object failed");
-            }
-        }
-        Correction::Handled
-    }
-
     /// Decides for `key` now: the declaration (if any), the live object, the table's row.
     async fn assess(
         &self,
@@ -302,15 +231,135 @@ impl SyncServiceImpl {
 /// What became of one reported drift.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Correction {
-    /// Re-applied as the source declares the object now (a failed write is logged, and the
-    /// source's next round writes it again), or already handled by the round that held the
-    /// lock, which no longer applies it.
-    Handled,
-    /// A round of the source was running and did not end in time: a round after it corrects
-    /// the object.
+    /// Re-applied as the source declares the object now, or already handled by the round that
+    /// held the lock, which no longer applies it.
+    Corrected,
+    /// Not written here: a round of the source ran longer than the report may wait, or the
+    /// re-apply could not be made (no client for the source's user, a failed read or write).
+    /// A full round of the source was asked for; it runs after the one in progress, if any,
+    /// and compares every object with git, this one included.
     LeftToRound,
-    /// Not corrected: the source's record of the object has no declaration (logged).
+    /// Not corrected here: the source's record of the object has no declaration (logged). A
+    /// full round, asked for, rebuilds the record from the source's last good state.
     Declined,
+    /// The shard of the source was lost or is being given up: its next holder's first round,
+    /// a full one, corrects the object.
+    ShardLeft,
+}
+
+/// Re-applies `key`, reported drifted by `reporter`, as `source` declares it, in a task of its
+/// own: an RPC cancelled midway (its caller gone, or a forwarding replica's patience spent)
+/// drops its handler, and a correction dropped with it would release the round lock with its
+/// write still in flight, which could then land after the next round's write.
+async fn correct_drift_detached(
+    ctx: &Context,
+    admitted: shard::Admitted,
+    source: &SourceRef,
+    key: &ObjectKey,
+    reporter: &str,
+    deadline: tokio::time::Instant,
+) -> Correction {
+    let (ctx, source, key, reporter) = (
+        ctx.clone(),
+        source.clone(),
+        key.clone(),
+        reporter.to_owned(),
+    );
+    let correction = tokio::spawn(async move {
+        admitted
+            .while_held(correct_drift(
+                &ctx, &admitted, &source, &key, &reporter, deadline,
+            ))
+            .await
+            .unwrap_or_else(|| {
+                tracing::info!(object = %key, %source, "shard lost while re-applying a drifted object");
+                Correction::ShardLeft
+            })
+    });
+    match correction.await {
+        Ok(correction) => correction,
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        // Cancelled only as the runtime shuts down, the replica with it.
+        Err(_) => Correction::ShardLeft,
+    }
+}
+
+/// Re-applies `key` as `source` declares it. Runs under the source's round lock, as its rounds
+/// do, and reads the declaration only once holding it: a re-apply computed from one commit
+/// never lands after a round applied the next. A source whose round holds the lock is waited
+/// for until `deadline`. Whatever is not written here is left to a full round of the source,
+/// asked for before returning.
+async fn correct_drift(
+    ctx: &Context,
+    admitted: &shard::Admitted,
+    source: &SourceRef,
+    key: &ObjectKey,
+    reporter: &str,
+    deadline: tokio::time::Instant,
+) -> Correction {
+    let lock = ctx.registry.round_lock(source);
+    let Ok(_round) = tokio::time::timeout_at(deadline, lock.lock_owned()).await else {
+        tracing::info!(object = %key, %source, "drift reported while a round of its source runs; a round after it corrects the object");
+        ctx.registry.request_round(source);
+        return Correction::LeftToRound;
+    };
+    // The wait may have outlasted the shard: its next holder corrects the object.
+    if !admitted.guard.still_held() {
+        tracing::info!(object = %key, %source, "drift reported for a source whose shard this replica is giving up");
+        return Correction::ShardLeft;
+    }
+    let Some((record, apply_as)) = ctx
+        .registry
+        .declaration(source, key)
+        .filter(|(record, _)| drift_corrected(record))
+    else {
+        // The round that held the lock changed what the source declares: it wrote the
+        // object (or pruned it, or leaves it alone) after the drift.
+        tracing::info!(object = %key, %source, "drift reported for an object its source's last round no longer applies");
+        return Correction::Corrected;
+    };
+    let Some(desired) = record.desired(&ctx.settings, source, key.namespace.as_deref()) else {
+        tracing::warn!(object = %key, %source, "drift not corrected: the declaration of the object is missing from the state of its source; a round of the source, asked for now, rebuilds it");
+        ctx.registry.request_round(source);
+        return Correction::Declined;
+    };
+    let compare = CompareFields::parse(&record.compare_fields).unwrap_or_default();
+    let target = Target {
+        gvk: &record.gvk,
+        namespace: key.namespace.as_deref(),
+        name: &key.name,
+        sync_declared: ctx
+            .registry
+            .declares_kind(source, &key.group_kind)
+            .unwrap_or(true),
+        desired: Some(&desired),
+        compare: &compare,
+    };
+    // Written as the source writes in its rounds (its service account, if any).
+    let applier = match identity::applier_as(ctx, apply_as.as_deref()) {
+        Ok(applier) => applier,
+        Err(message) => {
+            tracing::warn!(object = %key, %source, %message, "cannot re-apply a drifted object; a round of the source, asked for now, does");
+            ctx.registry.request_round(source);
+            return Correction::LeftToRound;
+        }
+    };
+    let synced = match applier.live(&target).await {
+        Ok(live) => applier.sync_object(&target, live.as_ref()).await,
+        Err(error) => Err(error),
+    };
+    match synced {
+        Ok(outcome) => {
+            tracing::info!(object = %key, %source, row = outcome.decision.row.number(), action = %outcome.decision.action, %reporter, "drift reported");
+            Correction::Corrected
+        }
+        Err(error) => {
+            ctx.metrics.count_error(error.code());
+            tracing::warn!(object = %key, %error, "re-applying a drifted object failed; a round of the source, asked for now, writes it again");
+            ctx.registry.request_round(source);
+            Correction::LeftToRound
+        }
+    }
 }
 
 /// Whether a drift of an object in this state is corrected: not an ignored one, nor one that
@@ -892,16 +941,17 @@ impl SyncService for SyncServiceImpl {
                 unplaced.push(event.clone());
                 continue;
             };
-            let corrected = admitted
-                .while_held(self.correct_drift(&source, &key, &event.reporter, deadline))
-                .await;
-            match corrected {
-                Some(Correction::Declined) => {}
-                Some(Correction::Handled | Correction::LeftToRound) => accepted += 1,
-                None => {
-                    tracing::info!(object = %key, %source, "shard lost while re-applying a drifted object");
-                    accepted += 1;
-                }
+            let correction = correct_drift_detached(
+                &self.ctx,
+                admitted,
+                &source,
+                &key,
+                &event.reporter,
+                deadline,
+            )
+            .await;
+            if correction != Correction::Declined {
+                accepted += 1;
             }
         }
         let mut unknown: Vec<proto::ObjectRef> =

@@ -242,20 +242,7 @@ async fn report_drift_reapplies_the_object_at_once() -> anyhow::Result<()> {
     let (cluster, instance, _repo, _source) = ten_configmaps(&[]).await?;
     let configmaps = cluster.configmaps("foo");
     tamper(&cluster, "cm-2").await?;
-    let mut grpc = instance.grpc().await?;
-    let answer = grpc
-        .report_drift(proto::ReportDriftRequest {
-            events: vec![
-                drifted("cm-2"),
-                proto::DriftEvent {
-                    object: Some(configmap_ref("foo", "not-declared")),
-                    kind: proto::DriftKind::Modified.into(),
-                    ..Default::default()
-                },
-            ],
-        })
-        .await?
-        .into_inner();
+    let answer = report(&instance, &["cm-2", "not-declared"]).await?;
     assert_eq!(answer.accepted, 1);
     assert_eq!(answer.unknown, vec![configmap_ref("foo", "not-declared")]);
     // Re-applied before the answer: no wait.
@@ -282,6 +269,16 @@ fn hold_the_next(cluster: &Cluster, verb: &str, delay: Duration) {
             .verbs(&[verb])
             .resources(&["configmaps"]),
     );
+}
+
+/// Reports ConfigMaps `foo/<name>` drifted, as the observer does, and returns the answer.
+async fn report(instance: &Instance, names: &[&str]) -> anyhow::Result<proto::ReportDriftResponse> {
+    let mut grpc = instance.grpc().await?;
+    let events = names.iter().map(|name| drifted(name)).collect();
+    Ok(grpc
+        .report_drift(proto::ReportDriftRequest { events })
+        .await?
+        .into_inner())
 }
 
 /// A drift report of ConfigMap `foo/name`, as the observer sends it.
@@ -312,10 +309,13 @@ async fn a_drift_reapply_never_lands_after_the_next_commits_round() -> anyhow::R
     let faults = cluster.emu.faults();
     let mut grpc = instance.grpc().await?;
     let report = tokio::spawn(async move {
-        grpc.report_drift(proto::ReportDriftRequest {
-            events: vec![drifted("cm-2")],
-        })
-        .await
+        let asked = Instant::now();
+        let answer = grpc
+            .report_drift(proto::ReportDriftRequest {
+                events: vec![drifted("cm-2")],
+            })
+            .await;
+        (answer, asked.elapsed())
     });
     eventually(
         "the drift re-apply to be held by the API server",
@@ -323,8 +323,14 @@ async fn a_drift_reapply_never_lands_after_the_next_commits_round() -> anyhow::R
     )
     .await?;
     cluster.synced(&instance, &source, &next).await?;
-    let answer = report.await??.into_inner();
-    assert_eq!(answer.accepted, 1);
+    let (answer, took) = report.await?;
+    assert_eq!(answer?.into_inner().accepted, 1);
+    // The held PATCH was the report's own: a report waits at most 2 s for a round, so only
+    // its own held write makes it last the whole stall.
+    assert!(
+        took >= Duration::from_secs(3),
+        "the report took {took:?}: its re-apply was not the held write"
+    );
     assert_eq!(configmaps.get("cm-2").await?.data["data"]["value"], "2");
     instance.stop().await;
     Ok(())
@@ -374,8 +380,10 @@ async fn a_drift_report_waits_for_a_round_in_progress_a_bounded_time() -> anyhow
 
 /// Issue 22 (review): a reported object whose record has lost its declaration (a record
 /// inconsistent with its own state, which no round makes) is skipped, logged and not counted
-/// as accepted; the rest of the batch is still corrected. It used to fail the whole batch with
-/// `Internal`.
+/// as accepted, and a full round of its source is asked for, which rebuilds the record and
+/// corrects the object; the rest of the batch is still corrected (by the report, or by that
+/// round if it took the lock first). It used to fail the whole batch with `Internal`; then it
+/// left the object drifted until the resync period.
 #[tokio::test]
 async fn a_drift_report_skips_an_object_without_its_declaration_and_corrects_the_rest()
 -> anyhow::Result<()> {
@@ -400,20 +408,104 @@ async fn a_drift_report_skips_an_object_without_its_declaration_and_corrects_the
                 key: broken.clone(),
             };
         });
-    let mut grpc = instance.grpc().await?;
-    let answer = grpc
-        .report_drift(proto::ReportDriftRequest {
-            events: vec![drifted("cm-3"), drifted("cm-2")],
-        })
-        .await?
-        .into_inner();
+    let answer = report(&instance, &["cm-3", "cm-2"]).await?;
     assert_eq!(answer.accepted, 1);
     assert!(answer.unknown.is_empty(), "{:?}", answer.unknown);
-    assert_eq!(configmaps.get("cm-2").await?.data["data"]["value"], "1");
-    assert_eq!(
-        configmaps.get("cm-3").await?.data["data"]["value"],
-        "tampered"
+    for name in ["cm-2", "cm-3"] {
+        corrected(&configmaps, name).await?;
+    }
+    instance.stop().await;
+    Ok(())
+}
+
+/// Waits until ConfigMap `name` holds git's value again.
+async fn corrected(
+    configmaps: &kube::Api<kube::api::DynamicObject>,
+    name: &str,
+) -> anyhow::Result<()> {
+    eventually(&format!("{name} to be corrected"), || async {
+        Ok((configmaps.get(name).await?.data["data"]["value"] == "1").then_some(()))
+    })
+    .await
+}
+
+/// Issue 22 (review): a drift re-apply whose write fails is counted as accepted and left to a
+/// full round of the source, asked for at once: the object is corrected without waiting for
+/// the resync period (ten minutes here, the default), as it was left before.
+#[tokio::test]
+async fn a_failed_drift_reapply_is_left_to_a_round_asked_for_at_once() -> anyhow::Result<()> {
+    let (cluster, instance, _repo, _source) = ten_configmaps(&[]).await?;
+    tamper(&cluster, "cm-2").await?;
+    cluster.emu.faults().inject(
+        Fault::new(FaultEffect::Status {
+            code: 500,
+            rate: 1.0,
+            times: Some(1),
+        })
+        .verbs(&["patch"])
+        .resources(&["configmaps"]),
     );
+    let answer = report(&instance, &["cm-2"]).await?;
+    assert_eq!(answer.accepted, 1);
+    assert_eq!(cluster.emu.faults().fired(), [1], "the re-apply failed");
+    corrected(&cluster.configmaps("foo"), "cm-2").await?;
+    instance.stop().await;
+    Ok(())
+}
+
+/// Issue 22 (review): a drift re-apply that cannot be made as the source's user (no client for
+/// that user; here the recorded user is not a valid header value) is left to a full round of
+/// the source, asked for at once, which records the user again from the source's spec.
+#[tokio::test]
+async fn a_drift_reapply_without_a_client_for_the_sources_user_is_left_to_a_round()
+-> anyhow::Result<()> {
+    let (cluster, instance, _repo, source) = ten_configmaps(&[]).await?;
+    tamper(&cluster, "cm-2").await?;
+    instance
+        .running()
+        .context()
+        .registry
+        .update(&source, |record| {
+            record.apply_as = Some("not\na user".into());
+        });
+    let answer = report(&instance, &["cm-2"]).await?;
+    assert_eq!(answer.accepted, 1);
+    corrected(&cluster.configmaps("foo"), "cm-2").await?;
+    instance.stop().await;
+    Ok(())
+}
+
+/// Issue 22 (review): a drift report whose caller gives up (here its deadline of 500 ms ends
+/// while the API server holds the re-apply 3 s) does not release its source's round lock with
+/// the write in flight: the correction runs to its end, and a round of the next commit, asked
+/// for at once, lands after it. Before, the dropped handler released the lock, the round
+/// applied "2" and the held re-apply then put "1" back.
+#[tokio::test]
+async fn a_drift_report_given_up_by_its_caller_still_holds_the_round_lock_until_its_write_is_done()
+-> anyhow::Result<()> {
+    const HELD: Duration = Duration::from_secs(3);
+    let (cluster, instance, repo, source) = ten_configmaps(&[]).await?;
+    let configmaps = cluster.configmaps("foo");
+    tamper(&cluster, "cm-2").await?;
+    repo.write("cm-2.yaml", &configmap(None, "cm-2", "2"))?;
+    let next = repo.commit("change cm-2")?;
+    hold_the_next(&cluster, "patch", HELD);
+    let mut grpc = instance.grpc().await?;
+    let asked = Instant::now();
+    let mut request = tonic::Request::new(proto::ReportDriftRequest {
+        events: vec![drifted("cm-2")],
+    });
+    request.set_timeout(Duration::from_millis(500));
+    let given_up = grpc.report_drift(request).await;
+    assert!(given_up.is_err(), "{given_up:?}");
+    assert_eq!(cluster.emu.faults().fired(), [1], "the re-apply is held");
+    cluster.synced(&instance, &source, &next).await?;
+    // Until the held write has been answered, and a moment for it to land.
+    tokio::time::sleep(
+        (asked + HELD + Duration::from_millis(500)).saturating_duration_since(Instant::now()),
+    )
+    .await;
+    assert_eq!(configmaps.get("cm-2").await?.data["data"]["value"], "2");
     instance.stop().await;
     Ok(())
 }
