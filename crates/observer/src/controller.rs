@@ -11,7 +11,9 @@
 //!    into create, update, delete or nothing.
 //! 3. Around the action, [`observer_lifecycle`] says whether the observer is stopped before
 //!    and started after (seeds/004: create: started after; update: stopped before, started
-//!    after; delete: stopped before).
+//!    after; delete: stopped before). A create that finds an observer still running (one that
+//!    outlived a wiped status) stops it first, as an update does: the one exception to the
+//!    table, see the [crate docs](crate).
 //! 4. After an apply the status gets the last applied manifest ([`last_applied_manifest`]:
 //!    the manifest plus the observed fields the API filled in) and the last observed one (the
 //!    API's answer projected through the schema), by server-side apply on the status

@@ -9,11 +9,16 @@
 //!   schema, applies `spec.manifest` by server-side apply (field manager `arbor-observer`),
 //!   records `status.lastAppliedManifest` and `status.lastObservedManifest`, and deletes the
 //!   objects through a finalizer. What to do, and when to stop and start the observer, is
-//!   decided by `arbor_policy::observe`.
+//!   decided by `arbor_policy::observe` (seeds/004's table). One exception: a create stops an
+//!   observer still running from before (the table says a create finds none; one outlives the
+//!   status that recorded the last apply when that status is wiped, or restored without it),
+//!   as before an update, so that no status write of it lands after the create's.
 //! * One [`observer`] per Application, a task with its own cancellation token held by the
 //!   [`registry`]: it follows the Application's objects through the [`shared_watch`]es (one
 //!   watch per kind and namespace for all observers), projects them through the observer
-//!   schema and writes `status.lastObservedManifest` when the projection changes. The
+//!   schema and writes `status.lastObservedManifest` when the projection changes. Stopping
+//!   or replacing an observer cancels it and waits (at most 10 s, then it is aborted and
+//!   counted) for a status write it already sent; it sends none after it was cancelled. The
 //!   controller sees last applied and last observed differ and re-applies: drift of an
 //!   observed field is healed; a change to a field the schema does not observe is left alone.
 //! * [`drift`]: watches of the git-managed kinds (`--drift-kinds`, objects with the

@@ -20,6 +20,7 @@ pub struct Metrics {
     pub drift_detected: Family<DriftLabels, Counter>,
     pub heal_latency: Histogram,
     pub observers_running: Gauge,
+    pub observers_aborted: Counter,
     pub drift_reports_sent: Counter,
     pub drift_report_failures: Counter,
     pub reconcile_errors: Counter,
@@ -33,6 +34,7 @@ impl Default for Metrics {
             // 1 ms to about 33 s.
             heal_latency: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             observers_running: Gauge::default(),
+            observers_aborted: Counter::default(),
             drift_reports_sent: Counter::default(),
             drift_report_failures: Counter::default(),
             reconcile_errors: Counter::default(),
@@ -59,6 +61,12 @@ impl Metrics {
             "observers_running",
             "Application observers running now",
             metrics.observers_running.clone(),
+        );
+        registry.register(
+            "observers_aborted",
+            "Observers that had not ended 10 s after being stopped or replaced and were aborted \
+             (a status write they had in flight may land late)",
+            metrics.observers_aborted.clone(),
         );
         registry.register(
             "drift_reports_sent",

@@ -9,6 +9,11 @@
 //! written to `status.lastObservedManifest`, and the controller, seeing that status and last
 //! applied manifest differ, re-applies. Only observed fields count: a change to anything the
 //! schema leaves out is never written, so never healed.
+//!
+//! A stopped observer ([`ObserverRegistry::stop`]) sends no write from then on: its reads in
+//! flight are dropped, and cancellation is looked at right before the status write, so the
+//! registry waits only for a write already sent (kube-apiserver would carry that one out
+//! anyway).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,7 +63,7 @@ pub struct ObserverContext {
 pub async fn run(context: ObserverContext, spec: ObserverSpec, token: CancellationToken) {
     // Discovery may fail for a while (API server restarting): keep trying until stopped.
     let (mut observer, mut events) = loop {
-        match Observer::new(context.clone(), spec.clone()).await {
+        match Observer::new(context.clone(), spec.clone(), token.clone()).await {
             Ok(started) => break started,
             Err(error) => {
                 tracing::warn!(application = %spec.key, %error, "observer cannot start yet");
@@ -104,6 +109,15 @@ struct Observer {
     live: Vec<Option<Arc<Value>>>,
     /// Whether each object's watch has listed.
     listed: Vec<bool>,
+    /// Cancelled when the observer is stopped: no write is sent after that.
+    token: CancellationToken,
+}
+
+/// What a read racing the observer's cancellation gave.
+enum Read<T> {
+    Done(T),
+    /// The observer was stopped meanwhile; the read was dropped.
+    Cancelled,
 }
 
 impl Observer {
@@ -111,6 +125,7 @@ impl Observer {
     async fn new(
         context: ObserverContext,
         spec: ObserverSpec,
+        token: CancellationToken,
     ) -> Result<(Self, BoxStream<'static, IndexedEvent>), Error> {
         let count = spec.schema.resources.len();
         let mut objects = Vec::with_capacity(count);
@@ -134,6 +149,7 @@ impl Observer {
             _subscriptions: subscriptions,
             live: vec![None; count],
             listed: vec![false; count],
+            token,
         };
         Ok((observer, stream::select_all(streams).boxed()))
     }
@@ -154,16 +170,29 @@ impl Observer {
         }
     }
 
-    /// Re-reads every object and the stored status, then checks.
+    /// `read`, unless the observer is stopped first: a read's answer is of no use then, and
+    /// waiting for it would hold up whoever stops the observer.
+    async fn unless_cancelled<T>(&self, read: impl Future<Output = T>) -> Read<T> {
+        tokio::select! {
+            biased;
+            () = self.token.cancelled() => Read::Cancelled,
+            value = read => Read::Done(value),
+        }
+    }
+
+    /// Re-reads every object and the stored status, then checks; stops without a check when
+    /// the observer is stopped meanwhile.
     async fn full_check(&mut self) -> Result<(), Error> {
-        for (index, resource) in self.spec.schema.resources.iter().enumerate() {
-            let object = self.objects[index]
-                .get_opt(&resource.id.name)
-                .await
-                .map_err(|source| Error::Read {
-                    object: resource.id.clone(),
-                    source: Box::new(source),
-                })?;
+        for index in 0..self.spec.schema.resources.len() {
+            let resource = &self.spec.schema.resources[index];
+            let read = self.unless_cancelled(self.objects[index].get_opt(&resource.id.name));
+            let Read::Done(object) = read.await else {
+                return Ok(());
+            };
+            let object = object.map_err(|source| Error::Read {
+                object: resource.id.clone(),
+                source: Box::new(source),
+            })?;
             self.live[index] = object
                 .map(|object| {
                     observed_form(object, &resource.id.api_version, &resource.id.kind)
@@ -176,14 +205,14 @@ impl Observer {
                 .transpose()?;
             self.listed[index] = true;
         }
-        let application = self
-            .apps
-            .get_status(&self.spec.key.name)
-            .await
-            .map_err(|source| Error::Application {
-                application: self.spec.key.to_string(),
-                source: Box::new(source),
-            })?;
+        let read = self.unless_cancelled(self.apps.get_status(&self.spec.key.name));
+        let Read::Done(application) = read.await else {
+            return Ok(());
+        };
+        let application = application.map_err(|source| Error::Application {
+            application: self.spec.key.to_string(),
+            source: Box::new(source),
+        })?;
         self.spec.stored = application
             .status
             .map(|status| status.last_observed_manifest)
@@ -204,6 +233,10 @@ impl Observer {
         else {
             return Ok(());
         };
+        // Stopped while reading or comparing: the write would land after the stop.
+        if self.token.is_cancelled() {
+            return Ok(());
+        }
         apply_status(
             &self.apps,
             &self.spec.key.name,

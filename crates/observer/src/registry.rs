@@ -129,13 +129,10 @@ impl ObserverRegistry {
         observer: impl Future<Output = ()> + Send + 'static,
     ) {
         // Taken out under the lock and waited for without it: the other Applications'
-        // observers are started, stopped and counted meanwhile.
-        let previous = self
-            .lock()
-            .by_key
-            .get_mut(key)
-            .and_then(|entry| entry.task.take());
-        let replaced = previous.is_some();
+        // observers are started, stopped and counted meanwhile. Counted as `stop` counts, when
+        // a task goes out of or into the entry, never across an await: a caller dropped while
+        // it waits (a reconcile whose shard was lost) leaves the count right.
+        let previous = self.take_task(key);
         if let Some(previous) = previous {
             self.end(key, previous).await;
         }
@@ -144,22 +141,31 @@ impl ObserverRegistry {
             let mut entries = self.lock();
             let entry = entries.by_key.entry(key.clone()).or_default();
             entry.record(LifecycleEvent::ObserverStarted);
-            entry.task.replace((token, task))
+            let displaced = entry.task.replace((token, task));
+            self.metrics.observers_running.inc();
+            if displaced.is_some() {
+                self.metrics.observers_running.dec();
+            }
+            displaced
         };
-        match displaced {
-            // Started meanwhile by another caller (the controller never reconciles one
-            // Application twice at once): that one ends, this one takes its place and count.
-            Some(displaced) => {
-                if replaced {
-                    self.metrics.observers_running.dec();
-                }
-                self.end(key, displaced).await;
-            }
-            None if !replaced => {
-                self.metrics.observers_running.inc();
-            }
-            None => {}
+        // Started meanwhile by another caller (the controller never reconciles one
+        // Application twice at once): that one ends, this one takes its place.
+        if let Some(displaced) = displaced {
+            self.end(key, displaced).await;
         }
+    }
+
+    /// Takes `key`'s observer task out of its entry, and out of the count.
+    fn take_task(&self, key: &AppKey) -> Option<(CancellationToken, JoinHandle<()>)> {
+        let task = self
+            .lock()
+            .by_key
+            .get_mut(key)
+            .and_then(|entry| entry.task.take());
+        if task.is_some() {
+            self.metrics.observers_running.dec();
+        }
+        task
     }
 
     /// Stops `key`'s observer, if one runs, and waits until it ended ([`Self::end`]).
@@ -172,23 +178,26 @@ impl ObserverRegistry {
             let task = entry.task.take();
             if task.is_some() {
                 entry.record(LifecycleEvent::ObserverStopped);
+                self.metrics.observers_running.dec();
             }
             task
         };
         if let Some(task) = task {
-            self.metrics.observers_running.dec();
             self.end(key, task).await;
         }
     }
 
     /// Cancels an observer and waits until it ended: it ends at its next step, after the
     /// status write it has in flight (kube-apiserver carries out a request whose client went
-    /// away, so aborting it would not stop the write, only let it land late). An observer
-    /// that has not ended after [`END_PATIENCE`] is aborted, and that is logged.
+    /// away, so aborting it would not stop the write, only let it land late); a read in flight
+    /// is dropped at once, and no write is sent once cancelled ([`crate::observer`]). An
+    /// observer that has not ended after [`END_PATIENCE`] is aborted, logged and counted
+    /// (`arbor_observer_observers_aborted_total`).
     async fn end(&self, key: &AppKey, (token, mut task): (CancellationToken, JoinHandle<()>)) {
         token.cancel();
         // A panicked or aborted observer has ended too.
         if tokio::time::timeout(END_PATIENCE, &mut task).await.is_err() {
+            self.metrics.observers_aborted.inc();
             tracing::warn!(application = %key, patience = ?END_PATIENCE, "an observer did not end in time and was aborted; a status write it had in flight may still land");
             task.abort();
         }
@@ -376,5 +385,50 @@ mod tests {
         }
         assert_eq!(*writes.lock().unwrap(), ["old", "new"]);
         assert_eq!(registry.metrics().observers_running.get(), 1);
+    }
+
+    /// A start dropped while it waits for the observer it replaces (a reconcile whose shard
+    /// was lost) leaves the count of running observers right: the replaced one was taken out
+    /// of it, and the new one never went in. It used to stay one too high.
+    #[tokio::test]
+    async fn a_start_dropped_while_it_waits_for_the_replaced_observer_keeps_the_count() {
+        let registry = ObserverRegistry::new(Metrics::default());
+        let key = AppKey::new("ns", "app");
+        let (writing, write_sent) = tokio::sync::oneshot::channel::<()>();
+        let (_answer, answered) = tokio::sync::oneshot::channel::<()>();
+        let held = async move {
+            // A write in flight that is never answered while the test runs.
+            let _ = writing.send(());
+            let _ = answered.await;
+        };
+        registry.start(&key, CancellationToken::new(), held).await;
+        write_sent.await.expect("the observer writes");
+        assert_eq!(registry.metrics().observers_running.get(), 1);
+        let replacing = {
+            let registry = registry.clone();
+            let key = key.clone();
+            tokio::spawn(async move {
+                registry
+                    .start(&key, CancellationToken::new(), async {})
+                    .await;
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !replacing.is_finished(),
+            "the start waits for the held write"
+        );
+        replacing.abort();
+        assert!(replacing.await.is_err_and(|error| error.is_cancelled()));
+        assert_eq!(registry.metrics().observers_running.get(), 0);
+        assert!(!registry.is_running(&key));
+        let token = CancellationToken::new();
+        let stopped = token.clone();
+        registry
+            .start(&key, token, async move { stopped.cancelled().await })
+            .await;
+        assert_eq!(registry.metrics().observers_running.get(), 1);
+        registry.stop(&key).await;
+        assert_eq!(registry.metrics().observers_running.get(), 0);
     }
 }

@@ -248,19 +248,21 @@ async fn without_a_custom_schema_every_manifest_field_is_observed() -> anyhow::R
 /// How long the API server holds the observer's status write in the tests below.
 const HELD: Duration = Duration::from_secs(3);
 
+/// Has the API server hold the first `verb` request on `resource` for `delay`.
+fn hold_the_next(cluster: &Cluster, verb: &str, resource: &str, delay: Duration) {
+    cluster.emu.faults().inject(
+        Fault::new(FaultEffect::Stall { delay, times: 1 })
+            .verbs(&[verb])
+            .resources(&[resource]),
+    );
+}
+
 /// Holds the next write to an Application (the observer's status write after `edit`) for
 /// [`HELD`] and makes a change by hand to the Deployment's observed image; returns when the
-/// write is held, with the time it was.
-async fn hold_the_observers_write(cluster: &Cluster) -> anyhow::Result<Instant> {
+/// write is held.
+async fn hold_the_observers_write(cluster: &Cluster) -> anyhow::Result<()> {
     let faults = cluster.emu.faults();
-    faults.inject(
-        Fault::new(FaultEffect::Stall {
-            delay: HELD,
-            times: 1,
-        })
-        .verbs(&["patch"])
-        .resources(&["arbor.dev/applications"]),
-    );
+    hold_the_next(cluster, "patch", "arbor.dev/applications", HELD);
     cluster
         .edit(
             &cluster.deployments(),
@@ -271,14 +273,42 @@ async fn hold_the_observers_write(cluster: &Cluster) -> anyhow::Result<Instant> 
     eventually("the observer's status write to be held", || async {
         Ok((faults.fired() == vec![1]).then_some(()))
     })
-    .await?;
-    Ok(Instant::now())
+    .await
 }
 
-/// Waits until the held write has been answered, and a moment for the controller to react.
-async fn past_the_held_write(held_at: Instant) {
-    let settled = held_at + HELD + Duration::from_millis(1500);
-    tokio::time::sleep(settled.saturating_duration_since(Instant::now())).await;
+/// The writes the API server answered since its accounting was last reset, in the order it
+/// answered them, as `"<verb> <resource>[/<subresource>]"`.
+fn answered_writes(cluster: &Cluster) -> Vec<String> {
+    cluster
+        .emu
+        .requests()
+        .snapshot()
+        .into_iter()
+        .filter(|record| record.verb == "patch")
+        .map(|record| match record.subresource.as_str() {
+            "" => format!("patch {}", record.resource),
+            subresource => format!("patch {}/{subresource}", record.resource),
+        })
+        .collect()
+}
+
+/// Waits until the API server answered both the held status write and the action's first write
+/// of the Deployment (counted since the accounting was reset, after the change), and returns
+/// whether the held write was answered first.
+async fn held_write_answered_before_the_action_wrote(cluster: &Cluster) -> anyhow::Result<bool> {
+    const STATUS: &str = "patch applications/status";
+    const DEPLOYMENT: &str = "patch deployments";
+    eventually(
+        "the held write and the action's writes to be answered",
+        || async {
+            let writes = answered_writes(cluster);
+            let position = |write: &str| writes.iter().position(|answered| answered == write);
+            Ok(position(STATUS)
+                .zip(position(DEPLOYMENT))
+                .map(|(status, deployment)| status < deployment))
+        },
+    )
+    .await
 }
 
 /// The Deployment's image in the stored last observed manifest of `web`.
@@ -320,15 +350,16 @@ enum Change {
 
 /// Runs `web`, holds its observer's status write after a change by hand to the Deployment
 /// ([`hold_the_observers_write`]), makes `change` meanwhile, and waits until `web` is Running
-/// again and the held write has been answered; returns the actions the controller started
-/// since `change`.
+/// again and the API server answered both the held write and the action's write of the
+/// Deployment; asserts that the held write was answered first, and returns the actions the
+/// controller started since `change`.
 async fn change_while_the_observers_write_is_held(
     cluster: &Cluster,
     change: Change,
 ) -> anyhow::Result<(Running, Vec<LifecycleEvent>)> {
     let observer = running_nginx(cluster, "web").await?;
     let key = AppKey::new(NAMESPACE, "web");
-    let held_at = hold_the_observers_write(cluster).await?;
+    hold_the_observers_write(cluster).await?;
     let before = actions(&observer, &key);
     let applications = cluster.applications();
     let params = PatchParams::default();
@@ -344,8 +375,13 @@ async fn change_while_the_observers_write_is_held(
                 .await?
         }
     };
+    cluster.emu.requests().reset();
     cluster.wait_for_state("web", "Running").await?;
-    past_the_held_write(held_at).await;
+    assert!(
+        held_write_answered_before_the_action_wrote(cluster).await?,
+        "the action wrote before the observer's held write was answered: {:?}",
+        answered_writes(cluster)
+    );
     let actions = actions_after(&observer, &key, before);
     Ok((observer, actions))
 }
@@ -375,8 +411,8 @@ async fn an_observer_write_in_flight_when_the_spec_is_replaced_lands_before_the_
 /// Issue 22 (review): an observer that outlived its Application's record of the last apply
 /// (here the status lost its observedGeneration, as a restore without status leaves it) while
 /// its status write is held by the API server. The controller creates the objects again; it
-/// stops that observer first and waits for it, so the held write lands before the create's
-/// status, and nothing follows. Before, the observer was aborted when its successor started;
+/// stops that observer first and waits for it, so the held write lands before the create writes
+/// anything, and no action follows the create. Before, the observer was aborted when its successor started;
 /// the API server still carried its write out, after the create's status, and the controller
 /// then "healed" a drift that was already gone.
 #[tokio::test]
@@ -398,5 +434,56 @@ async fn an_observer_write_in_flight_never_lands_after_the_status_of_the_next_ac
         application.status.unwrap_or_default().observed_generation,
         application.metadata.generation
     );
+    cluster.finish(observer).await
+}
+
+/// Issue 22 (review): an observer stopped while its periodic check waits for a read (here the
+/// API server holds its GET of the Deployment 8 s) is not waited for: the read's answer would be
+/// thrown away, so the read is dropped and the update that stopped it starts at once, with no
+/// observer aborted. Before, the stop waited for the read (and the status write after it) for
+/// up to 10 s, and aborted the observer when that ran out.
+#[tokio::test]
+async fn an_observer_stopped_while_it_reads_is_not_waited_for() -> anyhow::Result<()> {
+    const HELD_READ: Duration = Duration::from_secs(8);
+    let cluster = Cluster::start().await?;
+    let observer = cluster.observer(&[]).await?;
+    cluster
+        .create_application(
+            "web",
+            json!({"manifest": nginx_manifest("web"), "observerSchema": nginx_schema("web"),
+                "observePeriod": "1s"}),
+        )
+        .await?;
+    cluster.wait_for_state("web", "Running").await?;
+    let key = AppKey::new(NAMESPACE, "web");
+    let faults = cluster.emu.faults();
+    hold_the_next(&cluster, "get", "apps/deployments", HELD_READ);
+    eventually("the observer's periodic read to be held", || async {
+        Ok((faults.fired() == vec![1]).then_some(()))
+    })
+    .await?;
+    let before = actions(&observer, &key);
+    let mut manifest = nginx_manifest("web");
+    manifest[0]["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:1.26");
+    let changed = Instant::now();
+    cluster
+        .applications()
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"manifest": manifest}})),
+        )
+        .await?;
+    eventually("the update to start", || async {
+        Ok((actions(&observer, &key) > before).then_some(()))
+    })
+    .await?;
+    let waited = changed.elapsed();
+    assert!(
+        waited < HELD_READ / 2,
+        "the update waited {waited:?} for the stopped observer's read"
+    );
+    assert_eq!(observer.registry.metrics().observers_aborted.get(), 0);
+    cluster.wait_for_state("web", "Running").await?;
     cluster.finish(observer).await
 }

@@ -6,6 +6,13 @@
 //! | create | no | yes |
 //! | update | yes | yes |
 //! | delete | yes | no |
+//!
+//! One exception to the table, outside these tests: a create finds no observer, unless one
+//! outlived the status that recorded the last apply (a status wiped, or restored without it,
+//! while the observer runs); the controller then stops that observer before the create, as
+//! before an update, so that no write of it lands after the create's status (shown in
+//! `healing.rs`). The tests here never leave such an observer, and [`assert_row`] holds every
+//! create to the table's "no".
 
 mod support;
 
@@ -35,14 +42,17 @@ fn around(
     )
 }
 
-/// Checks the log against the policy's lifecycle table row for `action`.
+/// Checks the log against the policy's lifecycle table row for `action`. A create is held to
+/// "not stopped before": the exception (an observer left over from a lost status, see the
+/// module docs) is never set up here, so an observer stopped before a create is a failure.
 fn assert_row(log: &[LifecycleEvent], action: ApplicationAction) {
     let row = observer_lifecycle(action);
     let (before, from_action) = around(log, action);
     assert_eq!(
         before == Some(LifecycleEvent::ObserverStopped),
         row.stopped_before,
-        "{action:?}: stopped before? log {log:?}"
+        "{action:?}: stopped before? (a create stops an observer only when one outlived the \
+         status' record of the last apply, which no test here sets up) log {log:?}"
     );
     let mut expected = vec![
         LifecycleEvent::ActionStarted(action),
