@@ -259,8 +259,8 @@ fn hold_the_next(cluster: &Cluster, verb: &str, resource: &str, delay: Duration)
 
 /// Holds the next write to an Application (the observer's status write after `edit`) for
 /// [`HELD`] and makes a change by hand to the Deployment's observed image; returns when the
-/// write is held.
-async fn hold_the_observers_write(cluster: &Cluster) -> anyhow::Result<()> {
+/// write is held, with the time it was seen held (at most a poll after it was).
+async fn hold_the_observers_write(cluster: &Cluster) -> anyhow::Result<Instant> {
     let faults = cluster.emu.faults();
     hold_the_next(cluster, "patch", "arbor.dev/applications", HELD);
     cluster
@@ -273,42 +273,8 @@ async fn hold_the_observers_write(cluster: &Cluster) -> anyhow::Result<()> {
     eventually("the observer's status write to be held", || async {
         Ok((faults.fired() == vec![1]).then_some(()))
     })
-    .await
-}
-
-/// The writes the API server answered since its accounting was last reset, in the order it
-/// answered them, as `"<verb> <resource>[/<subresource>]"`.
-fn answered_writes(cluster: &Cluster) -> Vec<String> {
-    cluster
-        .emu
-        .requests()
-        .snapshot()
-        .into_iter()
-        .filter(|record| record.verb == "patch")
-        .map(|record| match record.subresource.as_str() {
-            "" => format!("patch {}", record.resource),
-            subresource => format!("patch {}/{subresource}", record.resource),
-        })
-        .collect()
-}
-
-/// Waits until the API server answered both the held status write and the action's first write
-/// of the Deployment (counted since the accounting was reset, after the change), and returns
-/// whether the held write was answered first.
-async fn held_write_answered_before_the_action_wrote(cluster: &Cluster) -> anyhow::Result<bool> {
-    const STATUS: &str = "patch applications/status";
-    const DEPLOYMENT: &str = "patch deployments";
-    eventually(
-        "the held write and the action's writes to be answered",
-        || async {
-            let writes = answered_writes(cluster);
-            let position = |write: &str| writes.iter().position(|answered| answered == write);
-            Ok(position(STATUS)
-                .zip(position(DEPLOYMENT))
-                .map(|(status, deployment)| status < deployment))
-        },
-    )
-    .await
+    .await?;
+    Ok(Instant::now())
 }
 
 /// The Deployment's image in the stored last observed manifest of `web`.
@@ -349,17 +315,18 @@ enum Change {
 }
 
 /// Runs `web`, holds its observer's status write after a change by hand to the Deployment
-/// ([`hold_the_observers_write`]), makes `change` meanwhile, and waits until `web` is Running
-/// again and the API server answered both the held write and the action's write of the
-/// Deployment; asserts that the held write was answered first, and returns the actions the
-/// controller started since `change`.
+/// ([`hold_the_observers_write`]) and makes `change` meanwhile. Asserts that the action the
+/// change brings starts only once the held write has been answered (the whole hold after it
+/// was seen held, less a second for the poll that saw it on a busy machine), then waits until
+/// `web` is Running with a new observer; returns the actions the controller started since
+/// `change`.
 async fn change_while_the_observers_write_is_held(
     cluster: &Cluster,
     change: Change,
 ) -> anyhow::Result<(Running, Vec<LifecycleEvent>)> {
     let observer = running_nginx(cluster, "web").await?;
     let key = AppKey::new(NAMESPACE, "web");
-    hold_the_observers_write(cluster).await?;
+    let held_at = hold_the_observers_write(cluster).await?;
     let before = actions(&observer, &key);
     let applications = cluster.applications();
     let params = PatchParams::default();
@@ -375,13 +342,21 @@ async fn change_while_the_observers_write_is_held(
                 .await?
         }
     };
-    cluster.emu.requests().reset();
-    cluster.wait_for_state("web", "Running").await?;
+    eventually("the action to start", || async {
+        Ok((actions(&observer, &key) > before).then_some(()))
+    })
+    .await?;
+    let action_started = held_at.elapsed();
     assert!(
-        held_write_answered_before_the_action_wrote(cluster).await?,
-        "the action wrote before the observer's held write was answered: {:?}",
-        answered_writes(cluster)
+        action_started >= HELD - Duration::from_secs(1),
+        "the action started {action_started:?} after the observer's write was held {HELD:?}"
     );
+    cluster.wait_for_state("web", "Running").await?;
+    eventually("a new observer to start after the action", || async {
+        let log = observer.registry.stats(&key).log;
+        Ok((log.last() == Some(&LifecycleEvent::ObserverStarted)).then_some(()))
+    })
+    .await?;
     let actions = actions_after(&observer, &key, before);
     Ok((observer, actions))
 }
@@ -412,9 +387,9 @@ async fn an_observer_write_in_flight_when_the_spec_is_replaced_lands_before_the_
 /// (here the status lost its observedGeneration, as a restore without status leaves it) while
 /// its status write is held by the API server. The controller creates the objects again; it
 /// stops that observer first and waits for it, so the held write lands before the create writes
-/// anything, and no action follows the create. Before, the observer was aborted when its successor started;
-/// the API server still carried its write out, after the create's status, and the controller
-/// then "healed" a drift that was already gone.
+/// anything, and no action follows the create. Before, the observer was aborted when its
+/// successor started; the API server still carried its write out, after the create's status,
+/// and the controller then "healed" a drift that was already gone.
 #[tokio::test]
 async fn an_observer_write_in_flight_never_lands_after_the_status_of_the_next_action()
 -> anyhow::Result<()> {
