@@ -73,6 +73,7 @@ pub mod source_cache;
 pub mod source_handle;
 pub mod status;
 pub mod tracking;
+pub mod tracking_record;
 pub mod tracking_store;
 
 use std::sync::Arc;

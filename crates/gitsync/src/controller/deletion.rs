@@ -139,11 +139,11 @@ pub async fn run<K: SourceKind>(
                     let (elsewhere, declaring) = tracking::others_declaring(
                         ctx,
                         Some(&handle.reference),
-                        &tracked.key,
+                        tracked.key(),
                         sources.as_deref(),
                     );
                     InventoryEntry {
-                        key: tracked.key.clone(),
+                        key: tracked.key().clone(),
                         elsewhere,
                         declared_by: declaring.first().map(ToString::to_string),
                     }
@@ -236,22 +236,22 @@ async fn dispose<K: SourceKind>(
             let listed: Vec<String> = foreign.iter().map(ToString::to_string).collect();
             let note = format!(
                 "Namespace {} is left in place: it holds objects this source did not apply ({})",
-                tracked.key.name,
+                tracked.key().name,
                 listed.join(", ")
             );
-            tracing::info!(namespace = %tracked.key.name, "{note}");
+            tracing::info!(namespace = %tracked.key().name, "{note}");
             publish(ctx, source, EventType::Warning, "NamespaceKept", note).await;
             false
         }
         Disposal::Release(Release::DeclaredBy(other)) => {
-            tracing::info!(object = %tracked.key, declared_by = %other, "left for another source that declares it");
+            tracing::info!(object = %tracked.key(), declared_by = %other, "left for another source that declares it");
             false
         }
         Disposal::Release(Release::Orphan) => false,
     };
     tracking::release(ctx, tracked).await?;
     if let Disposal::Release(Release::DeclaredBy(_)) = disposal {
-        for other in tracking::declared_elsewhere(ctx, None, &tracked.key) {
+        for other in tracking::declared_elsewhere(ctx, None, tracked.key()) {
             ctx.registry.request_round(&other);
         }
     }

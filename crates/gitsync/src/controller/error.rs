@@ -39,10 +39,6 @@ pub enum ControllerError {
     },
     #[error("the git worker stopped: {0}")]
     Worker(String),
-    /// kube-runtime's finalizer helper cannot address the object (it has no name, or the
-    /// finalizer's place in its list cannot be written as a JSON pointer).
-    #[error("finalizer of {object}: {problem}")]
-    Finalizer { object: String, problem: String },
 }
 
 impl From<ApplyError> for ControllerError {
@@ -79,7 +75,7 @@ impl ControllerError {
             Self::Checkout(_) | Self::Load(_) | Self::Worker(_) => CHECKOUT_FAILED,
             Self::Secret { .. } => SECRET_INVALID,
             Self::Apply(error) => error.code(),
-            Self::Kube { .. } | Self::Finalizer { .. } => crate::apply::error::WRITE_FAILED,
+            Self::Kube { .. } => crate::apply::error::WRITE_FAILED,
         }
     }
 }

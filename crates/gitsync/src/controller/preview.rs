@@ -467,12 +467,12 @@ fn removal(
     tracked: &tracking::Tracked,
     prune: &Prune,
 ) -> Option<PreviewObject> {
-    let key = &tracked.key;
+    let key = tracked.key();
     // Gone from the cluster already: only its tracking object is removed.
     let live = snapshot.get(key)?;
     let base = |change, decided, message: String| PreviewObject {
         key: key.clone(),
-        version: tracked.gvk.version.clone(),
+        version: tracked.gvk().version.clone(),
         file: String::new(),
         change,
         decided,

@@ -11,7 +11,7 @@ use arbor_api::keys::{ArborKeys, GITSYNC_FINALIZER, SourceRef};
 use arbor_api::source::{
     GitSourceSpec, GitSourceStatus, NamespacedSecretRef, SecretRef, SourceError,
 };
-use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, GitSource, GitTrack, GitTrackObject};
+use arbor_api::{ClusterGitTrack, GitSource, GitTrack};
 use arbor_policy::ownership::NamespaceScope;
 use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened, object_name};
 use futures::{StreamExt, TryStreamExt};
@@ -20,7 +20,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Event, EventType};
-use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
@@ -40,8 +39,8 @@ use super::round::{self, RoundResult};
 use super::shard;
 use super::source_handle::SourceHandle;
 use super::status::{self, Outcome, RoundReport};
-use super::tracking::{self, TrackingKind};
-use super::tracking_store::{self, version_of};
+use super::tracking;
+use super::tracking_record::{TrackingRecord, TrackingResource};
 
 /// How soon a failed reconcile is retried.
 const RETRY: Duration = Duration::from_secs(5);
@@ -135,30 +134,31 @@ pub fn spawn(
         }));
     }
     let tracking_scope = watches.gittrack_objects();
-    if let Some(api) = scoped_api::<GitTrackObject>(&ctx.client, &tracking_scope) {
-        let writer = Writer::new(api_resource::<GitTrackObject>());
+    let mut tracking_watches = Vec::new();
+    match &tracking_scope {
+        NamespaceScope::Nowhere => {}
+        NamespaceScope::AllNamespaces => {
+            tracking_watches.push((TrackingResource::GitTrackObject, None));
+        }
+        NamespaceScope::Only(namespace) => {
+            tracking_watches.push((TrackingResource::GitTrackObject, Some(namespace.clone())));
+        }
+    }
+    if watches.cluster_gittrack_objects {
+        tracking_watches.push((TrackingResource::ClusterGitTrackObject, None));
+    }
+    for (resource, namespace) in tracking_watches {
+        let api = resource.api(ctx.client.clone(), namespace.as_deref());
+        let writer = Writer::new(resource);
         ctx.tracking
-            .watch_gittrack_objects(writer.as_reader(), tracking_scope);
-        tasks.push(tokio::spawn(run_tracking::<GitTrackObject>(
+            .watch(resource, writer.as_reader(), tracking_scope.clone());
+        tasks.push(tokio::spawn(run_tracking(
             api,
             writer,
+            resource,
             ctx.clone(),
             token.clone(),
         )));
-    }
-    if watches.cluster_gittrack_objects {
-        let api = scoped_api::<ClusterGitTrackObject>(&ctx.client, &NamespaceScope::AllNamespaces);
-        tasks.extend(api.map(|api| {
-            let writer = Writer::new(api_resource::<ClusterGitTrackObject>());
-            ctx.tracking
-                .watch_cluster_gittrack_objects(writer.as_reader());
-            tokio::spawn(run_tracking::<ClusterGitTrackObject>(
-                api,
-                writer,
-                ctx.clone(),
-                token.clone(),
-            ))
-        }));
     }
     tasks
 }
@@ -547,73 +547,69 @@ fn retry_source<K: SourceKind>(
     Action::requeue(RETRY)
 }
 
-async fn run_tracking<K>(
-    api: Api<DynamicObject>,
-    writer: Writer<DynamicObject>,
+async fn run_tracking(
+    api: Api<TrackingRecord>,
+    writer: Writer<TrackingRecord>,
+    resource: TrackingResource,
     ctx: Arc<Context>,
     token: CancellationToken,
-) where
-    K: TrackingKind + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    // The watch's store is also the rounds' inventory ([`tracking_store`]), each copy trimmed to
-    // what the finalizer and the rounds read.
+) {
+    // The watch's store is also the rounds' inventory ([`tracking_store`]): each copy is a
+    // compact record of what the finalizer and the rounds read.
     let reader = writer.as_reader();
     // Only a Terminating tracking object holding gitsync's finalizer has work here, so only
     // those are scheduled, by the watch and by the sweep. Scheduling every one (a reconcile that
     // returns at once) held a queued reference per tracking object, with its kind's names, for
     // each event and every sweep: about 10 MB at 10,000 objects, and their tasks besides.
     let sweep_store = reader.clone();
-    let sweep_kind = api_resource::<K>();
     let sweeps = futures::stream::unfold((), |()| async {
         tokio::time::sleep(SWEEP_EVERY).await;
         Some(((), ()))
     })
     .flat_map(move |()| {
-        let kind = sweep_kind.clone();
         futures::stream::iter(
             sweep_store
                 .state()
                 .into_iter()
-                .filter(|object| needs_finalizing(object))
-                .map(move |object| ObjectRef::from_obj_with(&*object, kind.clone())),
+                .filter(|record| needs_finalizing(record))
+                .map(move |record| ObjectRef::from_obj_with(&*record, resource)),
         )
     });
-    let namespaced = K::kind(&()) == "GitTrackObject";
+    let namespaced = resource == TrackingResource::GitTrackObject;
     let stores = ctx.tracking.clone();
     let mut relisted = None;
     let watched = watcher(api, watcher::Config::default())
-        .modify(tracking_store::trim)
         .reflect(writer)
         // Told only once the store holds the event (see `tracking_store`): a relist's objects
         // replace the store together at its end.
         .inspect_ok(move |event| match event {
-            watcher::Event::Apply(object) | watcher::Event::Delete(object) => {
-                stores.saw(namespaced, version_of(object));
+            watcher::Event::Apply(record) | watcher::Event::Delete(record) => {
+                stores.saw(namespaced, record.version());
             }
             watcher::Event::Init => relisted = None,
-            watcher::Event::InitApply(object) => relisted = relisted.max(version_of(object)),
+            watcher::Event::InitApply(record) => relisted = relisted.max(record.version()),
             watcher::Event::InitDone => stores.saw(namespaced, relisted.take()),
         })
         .applied_objects()
-        .try_filter(|object| futures::future::ready(needs_finalizing(object)));
+        .try_filter(|record| futures::future::ready(needs_finalizing(record)));
     // Bounded: a prune or a garbage-collected source turns thousands of tracking objects
     // Terminating at once, and unbounded, each would open its own requests to the API server
     // together (sockets, and the server's patience, run out before any finishes). A bounded
     // pool works through them steadily.
-    Controller::for_stream_with(watched, reader, api_resource::<K>())
+    Controller::for_stream_with(watched, reader, resource)
         .with_config(controller::Config::default().concurrency(FINALIZER_CONCURRENCY))
         .reconcile_on(sweeps)
         .graceful_shutdown_on(token.cancelled_owned())
-        .run(reconcile_tracking::<K>, retry_tracking::<K>, ctx)
+        .run(reconcile_tracking, retry_tracking, ctx)
         .for_each(|_| futures::future::ready(()))
         .await;
 }
 
 /// Whether a tracking object has work for gitsync's finalizer: it is Terminating and still
 /// holds the finalizer.
-fn needs_finalizing(object: &DynamicObject) -> bool {
-    object.meta().deletion_timestamp.is_some()
-        && object.finalizers().iter().any(|f| f == GITSYNC_FINALIZER)
+fn needs_finalizing(record: &TrackingRecord) -> bool {
+    record.meta().deletion_timestamp.is_some()
+        && record.finalizers().iter().any(|f| f == GITSYNC_FINALIZER)
 }
 
 /// Decides on the watch's copy of a tracking object, without a request: only a Terminating one
@@ -628,55 +624,42 @@ fn needs_finalizing(object: &DynamicObject) -> bool {
 /// once, when this was answered `await_change` and never looked at again). The sweep every
 /// [`SWEEP_EVERY`] reconciles every cached object that is Terminating again, against the cache
 /// as relisted.
-async fn reconcile_tracking<K>(
-    object: Arc<DynamicObject>,
+async fn reconcile_tracking(
+    record: Arc<TrackingRecord>,
     ctx: Arc<Context>,
-) -> Result<Action, ControllerError>
-where
-    K: TrackingKind + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    if !needs_finalizing(&object) {
+) -> Result<Action, ControllerError> {
+    if !needs_finalizing(&record) {
         return Ok(Action::await_change());
     }
     // A tracking object that does not decode cannot say what it tracks: its finalizer stays
     // (nothing is deleted on a guess) and it is reported until someone repairs or removes it.
-    let tracking = match tracking::decode_tracking::<K>(&object) {
-        Ok(tracking) => tracking,
-        Err(error) => {
-            ctx.metrics
-                .undecodable
-                .report(&ctx.recorder, &api_resource::<K>(), &object, &error)
-                .await;
-            return Ok(Action::await_change());
-        }
-    };
-    if !tracking::watched_owner(&ctx, &tracking) {
+    if let Some(error) = record.unreadable() {
+        tracking::report_unreadable(&ctx, &record, &error).await;
         return Ok(Action::await_change());
     }
-    let Some(admitted) = shard::admit_owner(&ctx, &object).await else {
+    if !tracking::watched_owner(&ctx, &record) {
+        return Ok(Action::await_change());
+    }
+    let Some(admitted) = shard::admit_owner(&ctx, record.meta()).await else {
         return Ok(Action::await_change());
     };
     // A shard lost meanwhile stops the finalizer before its next write; the new holder's sweep
     // takes the tracking object up.
     admitted
-        .while_held(finalize_tracking(object, &tracking, ctx.clone(), &admitted))
+        .while_held(finalize_tracking(record, ctx.clone(), &admitted))
         .await
         .unwrap_or(Ok(Action::await_change()))
 }
 
 /// Decides for a Terminating tracking object of an admitted source and carries it out.
-async fn finalize_tracking<K>(
-    object: Arc<DynamicObject>,
-    tracking: &K,
+async fn finalize_tracking(
+    record: Arc<TrackingRecord>,
     ctx: Arc<Context>,
     admitted: &shard::Admitted,
-) -> Result<Action, ControllerError>
-where
-    K: TrackingKind + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
+) -> Result<Action, ControllerError> {
     // Finalizing writes (the object, the finalizer): it shares the instance's write permits.
     let _permit = ctx.writes.acquire().await.ok();
-    let finalizing = tracking::Finalizing::decide(&ctx, tracking).await?;
+    let finalizing = tracking::Finalizing::decide(&ctx, &record).await?;
     if finalizing.waits(&ctx) {
         // Look again in case that round never comes.
         return Ok(Action::requeue(LEFT_TO_SOURCE));
@@ -684,49 +667,10 @@ where
     if !admitted.guard.still_held() {
         return Ok(Action::await_change());
     }
-    // kube-runtime's finalizer helper runs the cleanup, then removes gitsync's finalizer with a
-    // JSON patch that tests the entry first (no resourceVersion needed, and a finalizer someone
-    // else added is never dropped).
-    let name = object.name_any();
-    let resource = api_resource::<K>();
-    let api: Api<DynamicObject> = match object.namespace() {
-        Some(namespace) => Api::namespaced_with(ctx.client.clone(), &namespace, &resource),
-        None => Api::all_with(ctx.client.clone(), &resource),
-    };
-    let mut rounds = Vec::new();
-    let (namespace, before) = (object.namespace(), object.resource_version());
-    let finalized = finalizer(&api, GITSYNC_FINALIZER, object, |event| {
-        // Only a Terminating tracking object holding the finalizer comes this far, so the event
-        // is its cleanup; an `Apply` would have nothing to do.
-        let cleanup = matches!(event, FinalizerEvent::Cleanup(_));
-        let (finalizing, ctx, rounds) = (&finalizing, &ctx, &mut rounds);
-        async move {
-            if cleanup {
-                *rounds = finalizing.carry_out(ctx).await?;
-            }
-            Ok::<_, ControllerError>(Action::await_change())
-        }
-    })
-    .await;
-    match finalized {
-        Ok(_) => ctx
-            .tracking
-            .let_go(namespace.as_deref(), &name, before.as_deref()),
-        // Gone meanwhile: nothing is left to let go.
-        Err(FinalizerError::RemoveFinalizer(kube::Error::Api(status))) if status.code == 404 => {}
-        Err(FinalizerError::CleanupFailed(error) | FinalizerError::ApplyFailed(error)) => {
-            return Err(error);
-        }
-        Err(FinalizerError::RemoveFinalizer(source) | FinalizerError::AddFinalizer(source)) => {
-            return Err(ControllerError::kube("remove finalizer", name, source));
-        }
-        Err(error @ (FinalizerError::UnnamedObject | FinalizerError::InvalidFinalizer)) => {
-            return Err(ControllerError::Finalizer {
-                object: name,
-                problem: error.to_string(),
-            });
-        }
-    }
+    // The cleanup first, then gitsync's finalizer goes, by a JSON patch that tests the entry
+    // first (no resourceVersion needed, and a finalizer someone else added is never dropped).
+    let rounds = finalizing.carry_out(&ctx).await?;
+    tracking::remove_finalizer(&ctx, &record.name_any(), record.meta()).await?;
     // Rounds are asked for once the tracking object is let go, so that they make a new one.
     for source in &rounds {
         ctx.registry.request_round(source);
@@ -734,12 +678,12 @@ where
     Ok(Action::await_change())
 }
 
-fn retry_tracking<K: TrackingKind>(
-    object: Arc<DynamicObject>,
+fn retry_tracking(
+    record: Arc<TrackingRecord>,
     error: &ControllerError,
     ctx: Arc<Context>,
 ) -> Action {
-    tracing::warn!(kind = %K::kind(&()), object = %object_name(&object), %error, "finalizer failed");
+    tracing::warn!(kind = %record.resource().kind(), object = %object_name(&record.as_dynamic()), %error, "finalizer failed");
     ctx.metrics.count_error(error.code());
     Action::requeue(RETRY)
 }
@@ -748,7 +692,7 @@ fn retry_tracking<K: TrackingKind>(
 mod tests {
     use super::*;
 
-    fn tracking_object(terminating: bool, finalizers: &[&str]) -> DynamicObject {
+    fn tracking_object(terminating: bool, finalizers: &[&str]) -> TrackingRecord {
         serde_json::from_value(json!({
             "apiVersion": "arbor.dev/v1alpha1", "kind": "GitTrackObject",
             "metadata": {

@@ -619,7 +619,7 @@ pub(super) fn plan_round(
         .tracked
         .values()
         .map(|tracked| TrackedObject {
-            key: tracked.key.clone(),
+            key: tracked.key().clone(),
             deleting: tracked.deleting(),
         })
         .collect();
@@ -789,10 +789,9 @@ impl Known<'_> {
     /// failed write is logged and counted, and the next round tries again: the object itself
     /// was handled.
     async fn record_condition(&self, planned: &PlannedObject, condition: ConditionUpdate) {
-        let stored = self
-            .tracked
-            .get(&planned.key)
-            .map_or(&[][..], |tracked| tracked.conditions.as_slice());
+        let stored = self.tracked.get(&planned.key).map_or(&[][..], |tracked| {
+            tracked.declaration().conditions.as_slice()
+        });
         let name = tracking::tracking_name(&planned.key);
         if let Err(failure) =
             object_status::record(self.ctx, &planned.tracking, &name, stored, condition).await
@@ -1108,7 +1107,7 @@ impl Sync<'_> {
                 Err(failure) => self.tally.errors.push(source_error(
                     failure.code(),
                     None,
-                    Some(tracked.key.to_string()),
+                    Some(tracked.key().to_string()),
                     failure.to_string(),
                 )),
             }

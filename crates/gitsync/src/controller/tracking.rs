@@ -10,16 +10,17 @@
 //! other source declares it. While the source is being deleted with gitsync's finalizer,
 //! [`deletion`](super::deletion) decides instead; for a source gone without it, the
 //! `deletionPolicy` recorded on the tracking object does. The finalizer's controller
-//! ([`reconcile`](super::reconcile)) carries the decision out through kube-runtime's
-//! `finalizer` helper, which lets the tracking object go once it succeeded.
+//! ([`reconcile`](super::reconcile)) carries the decision out and then lets the tracking object
+//! go ([`remove_finalizer`]). Tracking objects are read as [`TrackingRecord`]s: only what
+//! these decisions read ([`tracking_record`](super::tracking_record)).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use arbor_api::keys::{GITSYNC_FIELD_MANAGER, GITSYNC_FINALIZER, SourceRef};
 use arbor_api::source::DeletionPolicy;
-use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, DeclaredObject, GitTrack, GitTrackObject};
-use arbor_policy::object::{GroupVersionKind, ObjectKey, gvk};
+use arbor_api::{ClusterGitTrack, ClusterGitTrackObject, GitTrack, GitTrackObject};
+use arbor_policy::object::{GroupVersionKind, ObjectKey};
 use arbor_policy::ownership::{
     ClusterGitTrackMode, Owner, OwnerRef, OwningSourceKind, TrackingHolder, TrackingObject,
 };
@@ -27,11 +28,11 @@ use arbor_policy::sync::round::{
     self, Elsewhere, Finalize, FinalizeInput, OtherSource, SourceSeen, SourceStanding,
 };
 use arbor_policy::sync::{Action, CompareFields};
-use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened};
+use arbor_runtime::decode::DecodeError;
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference};
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
-use kube::{Api, Resource, ResourceExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::{Api, Resource};
 use serde_json::{Value, json};
 
 use super::Context;
@@ -40,7 +41,7 @@ use super::paged_list::for_each_page;
 use super::plan::PlannedObject;
 use super::source_cache::{CachedSource, Freshness};
 use super::source_handle::SourceHandle;
-use super::tracking_store;
+use super::tracking_record::{Declaration, TrackingRecord, TrackingResource, data_digest};
 use crate::apply::{ApplyError, Target};
 
 /// Name (under the key domain) of the annotation recording the source's deletion policy on a
@@ -51,143 +52,69 @@ const API_VERSION: &str = "arbor.dev/v1alpha1";
 /// Longest object name Kubernetes accepts.
 const MAX_NAME: usize = 253;
 
-/// A GitTrackObject or ClusterGitTrackObject, as the controllers use it.
-pub trait TrackingKind: Resource<DynamicType = ()> + Clone {
-    /// The declared object it tracks (a Secret without its payload).
-    fn data(&self) -> &Value;
-    /// The digest of a Secret's payload.
-    fn payload_digest(&self) -> Option<&str>;
-    /// Its stored status conditions.
-    fn conditions(&self) -> &[Condition];
-    /// The API of tracking objects of this kind in `namespace` (cluster-wide without one).
-    fn api(client: kube::Client, namespace: Option<&str>) -> Api<Self>;
-}
-
-impl TrackingKind for GitTrackObject {
-    fn data(&self) -> &Value {
-        &self.spec.object.data
-    }
-
-    fn payload_digest(&self) -> Option<&str> {
-        self.spec.object.payload_digest.as_deref()
-    }
-
-    fn api(client: kube::Client, namespace: Option<&str>) -> Api<Self> {
-        match namespace {
-            Some(namespace) => Api::namespaced(client, namespace),
-            None => Api::all(client),
-        }
-    }
-
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |status| &status.conditions)
-    }
-}
-
-impl TrackingKind for ClusterGitTrackObject {
-    fn data(&self) -> &Value {
-        &self.spec.object.data
-    }
-
-    fn payload_digest(&self) -> Option<&str> {
-        self.spec.object.payload_digest.as_deref()
-    }
-
-    fn api(client: kube::Client, _namespace: Option<&str>) -> Api<Self> {
-        Api::all(client)
-    }
-
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |status| &status.conditions)
-    }
-}
-
-/// Decodes a tracking object watched or listed as a dynamic object, naming the field that does
-/// not fit.
-pub fn decode_tracking<K>(object: &DynamicObject) -> Result<K, DecodeError>
-where
-    K: TrackingKind + serde::de::DeserializeOwned,
-{
-    decode_flattened::<K, DeclaredObject>(object)
-}
-
-/// An existing tracking object.
+/// An existing tracking object that says what it tracks, as the rounds and the finalizer read
+/// it: the watch's record (or a listed one) itself, shared, never copied.
 #[derive(Debug, Clone)]
 pub struct Tracked {
-    pub key: ObjectKey,
-    pub gvk: GroupVersionKind,
-    pub name: String,
-    pub namespace: Option<String>,
-    pub meta: ObjectMeta,
-    /// The digest of `spec.data` ([`tracking_store::data_digest`]); `None` where it is not
-    /// compared (the finalizer decides on the identity alone).
-    pub data_digest: Option<String>,
-    pub payload_digest: Option<String>,
-    pub conditions: Vec<Condition>,
+    record: Arc<TrackingRecord>,
+    declaration: Arc<Declaration>,
 }
 
 impl Tracked {
-    /// A tracking object as listed or watched (whole, or trimmed by the watch), `None` when it
-    /// does not say what it tracks.
-    fn listed<K>(object: &DynamicObject) -> Result<Option<Self>, DecodeError>
-    where
-        K: TrackingKind + serde::de::DeserializeOwned,
-    {
-        let decoded = decode_tracking::<K>(object)?;
-        Ok(Self::of(
-            &decoded,
-            tracking_store::stored_data_digest(object),
-        ))
-    }
-
-    fn of<K: TrackingKind>(object: &K, data_digest: Option<String>) -> Option<Self> {
-        let data = object.data();
-        let namespace = object.meta().namespace.clone();
-        let mut key = ObjectKey::of(data).ok()?;
-        key.namespace = namespace.clone().or(key.namespace);
-        if K::kind(&()) == "ClusterGitTrackObject" {
-            key.namespace = None;
-        }
+    /// `None` when the record does not say what it tracks.
+    pub fn of(record: &Arc<TrackingRecord>) -> Option<Self> {
         Some(Self {
-            gvk: gvk(data).ok()?,
-            key,
-            name: object.name_any(),
-            namespace,
-            meta: object.meta().clone(),
-            data_digest,
-            payload_digest: object.payload_digest().map(str::to_owned),
-            conditions: object.conditions().to_vec(),
+            declaration: record.declaration()?.clone(),
+            record: record.clone(),
         })
     }
 
+    /// The key of the object it tracks.
+    pub fn key(&self) -> &ObjectKey {
+        &self.declaration.key
+    }
+
+    pub fn gvk(&self) -> &GroupVersionKind {
+        &self.declaration.gvk
+    }
+
+    pub fn declaration(&self) -> &Declaration {
+        &self.declaration
+    }
+
+    /// The tracking object's name.
+    pub fn name(&self) -> &str {
+        self.meta().name.as_deref().unwrap_or_default()
+    }
+
+    /// The tracking object's namespace (`None` for a ClusterGitTrackObject).
+    pub fn namespace(&self) -> Option<&str> {
+        self.meta().namespace.as_deref()
+    }
+
+    pub fn meta(&self) -> &ObjectMeta {
+        self.record.meta()
+    }
+
     pub fn deleting(&self) -> bool {
-        self.meta.deletion_timestamp.is_some()
+        self.meta().deletion_timestamp.is_some()
     }
 
     /// The tracking object itself, for Events about it.
     fn regarding(&self) -> ObjectReference {
-        let kind = if self.namespace.is_some() {
-            "GitTrackObject"
-        } else {
-            "ClusterGitTrackObject"
-        };
         ObjectReference {
             api_version: Some(API_VERSION.to_owned()),
-            kind: Some(kind.to_owned()),
-            name: Some(self.name.clone()),
-            namespace: self.namespace.clone(),
-            uid: self.meta.uid.clone(),
+            kind: Some(self.record.resource().kind().to_owned()),
+            name: Some(self.name().to_owned()),
+            namespace: self.namespace().map(str::to_owned),
+            uid: self.meta().uid.clone(),
             ..ObjectReference::default()
         }
     }
 
     /// Who holds it, seen from the source with `source_uid` ([`TrackingHolder::of`]).
     fn holder(&self, source_uid: &str) -> TrackingHolder {
-        let references = self.meta.owner_references.iter().flatten();
+        let references = self.meta().owner_references.iter().flatten();
         TrackingHolder::of(
             references.map(|owner| OwnerRef {
                 uid: &owner.uid,
@@ -261,85 +188,88 @@ pub async fn list_inventory(
     let mut inventory = Inventory::default();
     let mut collect = |tracked: Tracked| match tracked.holder(&handle.uid) {
         TrackingHolder::Ours => {
-            inventory.owned.insert(tracked.key.clone(), tracked);
+            inventory.owned.insert(tracked.key().clone(), tracked);
         }
         TrackingHolder::Another => {
-            inventory.others.insert(tracked.key.clone(), tracked);
+            inventory.others.insert(tracked.key().clone(), tracked);
         }
         TrackingHolder::Unowned => {
-            inventory.unowned.insert(tracked.key);
+            inventory.unowned.insert(tracked.key().clone());
         }
     };
     match &handle.owner {
         Owner::GitTrack { namespace } => {
-            read::<GitTrackObject>(ctx, Some(namespace), read_from, &mut collect).await?;
+            let resource = TrackingResource::GitTrackObject;
+            read(ctx, resource, Some(namespace), read_from, &mut collect).await?;
         }
         Owner::ClusterGitTrack => {
-            read::<ClusterGitTrackObject>(ctx, None, read_from, &mut collect).await?;
+            let resource = TrackingResource::ClusterGitTrackObject;
+            read(ctx, resource, None, read_from, &mut collect).await?;
             if ctx.settings.scope.cluster_gittrack_mode() == ClusterGitTrackMode::IncludeNamespaced
             {
-                read::<GitTrackObject>(ctx, None, read_from, &mut collect).await?;
+                let resource = TrackingResource::GitTrackObject;
+                read(ctx, resource, None, read_from, &mut collect).await?;
             }
         }
     }
     Ok(inventory)
 }
 
-/// The tracking objects of kind `K` (in `namespace`, or everywhere), each given to `collect`;
-/// one that does not decode is reported and left out (it tracks nothing the round can act on).
-async fn read<K>(
+/// The tracking objects of kind `resource` (in `namespace`, or everywhere), each given to
+/// `collect`; one that does not decode is reported and left out (it tracks nothing the round
+/// can act on).
+async fn read(
     ctx: &Context,
+    resource: TrackingResource,
     namespace: Option<&str>,
     read_from: InventoryRead,
     collect: &mut impl FnMut(Tracked),
-) -> Result<(), ControllerError>
-where
-    K: TrackingKind + serde::de::DeserializeOwned,
-{
-    let resource = api_resource::<K>();
-    let watched = if read_from == InventoryRead::Fresh {
-        None
-    } else if K::kind(&()) == "ClusterGitTrackObject" {
-        ctx.tracking.cluster_gittrack_objects().await
-    } else {
-        ctx.tracking.gittrack_objects(namespace).await
-    };
-    let objects: Vec<Arc<DynamicObject>> = match watched {
-        Some(objects) => objects,
-        None => {
-            let api: Api<DynamicObject> = match namespace {
-                Some(namespace) => Api::namespaced_with(ctx.client.clone(), namespace, &resource),
-                None => Api::all_with(ctx.client.clone(), &resource),
-            };
-            let api = &api;
-            let mut objects = Vec::new();
-            for_each_page(
-                |params| async move { api.list(&params).await },
-                |items| {
-                    objects.extend(items.into_iter().map(|mut object| {
-                        tracking_store::trim(&mut object);
-                        Arc::new(object)
-                    }));
-                },
-            )
-            .await
-            .map_err(|source| ControllerError::kube("list", K::kind(&()).into_owned(), source))?;
-            objects
+) -> Result<(), ControllerError> {
+    let watched = match (read_from, resource) {
+        (InventoryRead::Fresh, _) => None,
+        (InventoryRead::Watch, TrackingResource::ClusterGitTrackObject) => {
+            ctx.tracking.cluster_gittrack_objects().await
+        }
+        (InventoryRead::Watch, TrackingResource::GitTrackObject) => {
+            ctx.tracking.gittrack_objects(namespace).await
         }
     };
-    for object in &objects {
-        match Tracked::listed::<K>(object) {
-            Ok(Some(tracked)) => collect(tracked),
-            Ok(None) => {}
-            Err(error) => {
-                ctx.metrics
-                    .undecodable
-                    .report(&ctx.recorder, &resource, object, &error)
-                    .await;
-            }
+    let records: Vec<Arc<TrackingRecord>> = match watched {
+        Some(records) => records,
+        None => {
+            let api = resource.api(ctx.client.clone(), namespace);
+            let api = &api;
+            let mut records = Vec::new();
+            for_each_page(
+                |params| async move { api.list(&params).await },
+                |items| records.extend(items.into_iter().map(Arc::new)),
+            )
+            .await
+            .map_err(|source| ControllerError::kube("list", resource.kind(), source))?;
+            records
+        }
+    };
+    for record in &records {
+        if let Some(tracked) = Tracked::of(record) {
+            collect(tracked);
+        } else if let Some(error) = record.unreadable() {
+            report_unreadable(ctx, record, &error).await;
         }
     }
     Ok(())
+}
+
+/// Reports a tracking object a field of which does not have the CRD's shape.
+pub async fn report_unreadable(ctx: &Context, record: &TrackingRecord, error: &DecodeError) {
+    ctx.metrics
+        .undecodable
+        .report(
+            &ctx.recorder,
+            &record.resource().api_resource(),
+            &record.as_dynamic(),
+            error,
+        )
+        .await;
 }
 
 /// The tracking object `planned` needs, as applied. A Secret's payload is not copied into it,
@@ -459,7 +389,7 @@ where
 }
 
 fn is_current(existing: &Tracked, desired: &Value) -> bool {
-    let meta = &existing.meta;
+    let meta = existing.meta();
     let finalized = meta
         .finalizers
         .iter()
@@ -475,11 +405,11 @@ fn is_current(existing: &Tracked, desired: &Value) -> bool {
                 .and_then(|annotations| annotations.get(key))
                 .is_some_and(|found| Some(found.as_str()) == value.as_str())
         });
+    let declaration = existing.declaration();
     finalized
         && annotations_match
-        && existing.data_digest.as_deref()
-            == Some(tracking_store::data_digest(&desired["spec"]["data"]).as_str())
-        && existing.payload_digest.as_deref() == desired["spec"]["payloadDigest"].as_str()
+        && declaration.data_digest == data_digest(&desired["spec"]["data"])
+        && declaration.payload_digest.as_deref() == desired["spec"]["payloadDigest"].as_str()
 }
 
 /// Deletes a tracking object; its finalizer then decides about the live object.
@@ -487,52 +417,43 @@ pub async fn delete(ctx: &Context, tracked: &Tracked) -> Result<(), ControllerEr
     // Only the tracking object that was read: one of the same name another source created
     // since (the read can be the watch's, which lags) is refused with 409, not deleted.
     let params = DeleteParams {
-        preconditions: tracked.meta.uid.clone().map(|uid| Preconditions {
+        preconditions: tracked.meta().uid.clone().map(|uid| Preconditions {
             uid: Some(uid),
             resource_version: None,
         }),
         ..DeleteParams::background()
     };
-    let api: Api<DynamicObject> = match &tracked.namespace {
-        Some(namespace) => Api::namespaced_with(
-            ctx.client.clone(),
-            namespace,
-            &api_resource::<GitTrackObject>(),
-        ),
-        None => Api::all_with(ctx.client.clone(), &api_resource::<ClusterGitTrackObject>()),
-    };
+    let namespace = tracked.namespace();
+    let api = TrackingResource::in_namespace(namespace).api(ctx.client.clone(), namespace);
     // Answered with the object when a finalizer keeps it (then at a new resourceVersion), with
     // a status when it is gone.
-    let result = api.delete(&tracked.name, &params).await.map(|answer| {
+    let result = api.delete(tracked.name(), &params).await.map(|answer| {
         answer
             .left()
-            .and_then(|kept| kept.metadata.resource_version)
+            .and_then(|kept| kept.meta().resource_version.clone())
     });
-    let namespace = tracked.namespace.as_deref();
     match result {
         Ok(Some(kept)) => {
-            ctx.tracking.wrote(namespace, &tracked.name, Some(&kept));
+            ctx.tracking.wrote(namespace, tracked.name(), Some(&kept));
             Ok(())
         }
         Ok(None) => {
-            let before = tracked.meta.resource_version.as_deref();
-            ctx.tracking.let_go(namespace, &tracked.name, before);
+            let before = tracked.meta().resource_version.as_deref();
+            ctx.tracking.let_go(namespace, tracked.name(), before);
             Ok(())
         }
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(source) => Err(ControllerError::kube(
             "delete tracking object",
-            &tracked.name,
+            tracked.name(),
             source,
         )),
     }
 }
 
 /// A tracking object's controller ownerReference, whoever it names.
-fn controller_reference(tracked: &Tracked) -> Option<&OwnerReference> {
-    tracked
-        .meta
-        .owner_references
+fn controller_reference(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references
         .iter()
         .flatten()
         .find(|owner| owner.controller == Some(true))
@@ -540,12 +461,12 @@ fn controller_reference(tracked: &Tracked) -> Option<&OwnerReference> {
 
 /// The source that owns a tracking object, from its controller ownerReference when that names
 /// one of Arbor's sources ([`OwningSourceKind::named_by`]: group and kind).
-fn owner_source(tracked: &Tracked) -> Option<(SourceRef, String)> {
-    let owner = controller_reference(tracked)?;
+fn owner_source(meta: &ObjectMeta) -> Option<(SourceRef, String)> {
+    let owner = controller_reference(meta)?;
     let arbor_group = GitTrack::group(&());
     let source = match OwningSourceKind::named_by(&arbor_group, &owner.api_version, &owner.kind)? {
         OwningSourceKind::GitTrack => SourceRef::GitTrack {
-            namespace: tracked.namespace.clone()?,
+            namespace: meta.namespace.clone()?,
             name: owner.name.clone(),
         },
         OwningSourceKind::ClusterGitTrack => SourceRef::ClusterGitTrack {
@@ -561,10 +482,10 @@ fn owner_source(tracked: &Tracked) -> Option<(SourceRef, String)> {
 /// too: kube-apiserver allows one controller per object, so adopting the tracking object could
 /// only fail, and the object it tracks is not Arbor's to overwrite.
 pub fn manager(tracked: &Tracked) -> Option<(String, String)> {
-    if let Some((source, uid)) = owner_source(tracked) {
+    if let Some((source, uid)) = owner_source(tracked.meta()) {
         return Some((source.to_string(), uid));
     }
-    controller_reference(tracked).map(|owner| {
+    controller_reference(tracked.meta()).map(|owner| {
         (
             format!("{}/{} ({})", owner.kind, owner.name, owner.api_version),
             owner.uid.clone(),
@@ -611,8 +532,10 @@ async fn source_standing(
 /// Whether this instance finalizes `object`: it watches the tracking object's owner. A tracking
 /// object that names no source, or no object it tracks, is finalized by every instance that
 /// sees it, which only lets it go (the same patch, whoever sends it).
-pub fn watched_owner(ctx: &Context, object: &impl TrackingKind) -> bool {
-    let owner = Tracked::of(object, None).as_ref().and_then(owner_source);
+pub fn watched_owner(ctx: &Context, record: &TrackingRecord) -> bool {
+    let owner = record
+        .declaration()
+        .and_then(|_| owner_source(record.meta()));
     let Some((source, _)) = owner else {
         return true;
     };
@@ -700,13 +623,13 @@ pub struct Finalizing {
 }
 
 impl Finalizing {
-    /// Decides for `object`, reading where its source stands.
-    pub async fn decide<K: TrackingKind>(
+    /// Decides for `record`, reading where its source stands.
+    pub async fn decide(
         ctx: &Context,
-        object: &K,
+        record: &Arc<TrackingRecord>,
     ) -> Result<Self, ControllerError> {
-        let Some(tracked) = Tracked::of(object, None) else {
-            tracing::warn!(tracking = %object.meta().name.as_deref().unwrap_or_default(), "a tracking object being deleted names no object it tracks (spec.kind, spec.name, spec.data): it is let go and nothing else is touched");
+        let Some(tracked) = Tracked::of(record) else {
+            tracing::warn!(tracking = %record.meta().name.as_deref().unwrap_or_default(), "a tracking object being deleted names no object it tracks (spec.kind, spec.name, spec.data): it is let go and nothing else is touched");
             return Ok(Self {
                 tracked: None,
                 decision: Finalize::Orphan,
@@ -714,7 +637,7 @@ impl Finalizing {
                 others: Vec::new(),
             });
         };
-        let owner = owner_source(&tracked);
+        let owner = owner_source(tracked.meta());
         let standing = match &owner {
             Some((source, uid)) => source_standing(ctx, source, uid).await?,
             None => SourceStanding::Unowned,
@@ -727,23 +650,23 @@ impl Finalizing {
             .and_then(|source| ctx.registry.get(source));
         let still_declared = record
             .as_ref()
-            .is_some_and(|record| record.objects.contains_key(&tracked.key));
+            .is_some_and(|record| record.objects.contains_key(tracked.key()));
         // The registry is this instance's: empty for a source until a round of it finishes
         // here (after a restart, or a shard taken over from another replica).
         let declarations_known = record.as_ref().is_some_and(|record| record.good.is_some());
         let orphan = tracked
-            .meta
+            .meta()
             .annotations
             .as_ref()
             .and_then(|annotations| annotations.get(&ctx.settings.keys.custom(DELETION_POLICY)))
             .is_some_and(|policy| policy == "Orphan");
         let kind_declared = owning.as_ref().filter(|_| alive).and_then(|source| {
             ctx.registry
-                .declares_inventory_kind(source, &tracked.key.group_kind)
+                .declares_inventory_kind(source, &tracked.key().group_kind)
         });
         let decide = |sources: Option<Vec<CachedSource>>| {
             let (elsewhere, others) =
-                others_declaring(ctx, owning.as_ref(), &tracked.key, sources.as_deref());
+                others_declaring(ctx, owning.as_ref(), tracked.key(), sources.as_deref());
             let decision = round::finalize(FinalizeInput {
                 source: standing,
                 still_declared,
@@ -798,16 +721,16 @@ impl Finalizing {
                     "{} names no source as its controller (its source was deleted with \
                      propagationPolicy=Orphan, or the ownerReference was removed): it is let go and \
                      {} is left on the cluster, since nothing says it is Arbor's to delete",
-                    tracked.name,
-                    super::notice::describe(&tracked.key)
+                    tracked.name(),
+                    super::notice::describe(tracked.key())
                 );
                 let notice = super::notice::Notice::warning("ReleasedUnowned", "Finalize", message);
-                super::notice::publish(ctx, &tracked.regarding(), &tracked.name, &notice).await;
+                super::notice::publish(ctx, &tracked.regarding(), tracked.name(), &notice).await;
                 self.others.clone()
             }
             Finalize::Recreate => self.owning.iter().cloned().collect(),
             Finalize::ReleaseToAnotherSource => {
-                tracing::info!(object = %tracked.key, declared_by = %self.others[0], "tracking object released to another source");
+                tracing::info!(object = %tracked.key(), declared_by = %self.others[0], "tracking object released to another source");
                 self.others.clone()
             }
             Finalize::ApplyTable { sync_declared } => {
@@ -827,10 +750,11 @@ pub async fn remove_object(
     sync_declared: bool,
 ) -> Result<bool, ControllerError> {
     let compare = CompareFields::AllDeclared;
+    let key = tracked.key();
     let target = Target {
-        gvk: &tracked.gvk,
-        namespace: tracked.key.namespace.as_deref(),
-        name: &tracked.key.name,
+        gvk: tracked.gvk(),
+        namespace: key.namespace.as_deref(),
+        name: &key.name,
         sync_declared,
         desired: None,
         compare: &compare,
@@ -838,17 +762,17 @@ pub async fn remove_object(
     match ctx.applier.live(&target).await {
         Ok(live) => {
             let outcome = ctx.applier.sync_object(&target, live.as_ref()).await?;
-            tracing::info!(object = %tracked.key, row = outcome.decision.row.number(), action = %outcome.decision.action, "tracking object finalized");
+            tracing::info!(object = %key, row = outcome.decision.row.number(), action = %outcome.decision.action, "tracking object finalized");
             if outcome.wrote
-                && let Some((source, uid)) = owner_source(tracked)
+                && let Some((source, uid)) = owner_source(tracked.meta())
             {
                 let why = format!(
                     "its tracking object {} was deleted (seeds/000 row {}: {})",
-                    tracked.name,
+                    tracked.name(),
                     outcome.decision.row.number(),
                     outcome.decision.row.reason()
                 );
-                let object = super::notice::describe(&tracked.key);
+                let object = super::notice::describe(key);
                 super::notice::deleted(ctx, &source, &uid, &object, &why).await;
             }
             Ok(outcome.decision.action == Action::Delete)
@@ -861,7 +785,7 @@ pub async fn remove_object(
 
 /// Lets a tracking object go without touching the object it tracks.
 pub async fn release(ctx: &Context, tracked: &Tracked) -> Result<(), ControllerError> {
-    remove_finalizer(ctx, &tracked.name, &tracked.meta).await?;
+    remove_finalizer(ctx, tracked.name(), tracked.meta()).await?;
     delete(ctx, tracked).await
 }
 
@@ -886,7 +810,7 @@ pub fn finalizer_removal(meta: &ObjectMeta) -> Option<json_patch::Patch> {
 /// Removes gitsync's finalizer from a tracking object, and only it: a JSON patch that tests the entry before removing
 /// it, so a finalizer added meanwhile by someone else is kept and a stale copy of the object
 /// costs no conflict.
-async fn remove_finalizer(
+pub async fn remove_finalizer(
     ctx: &Context,
     name: &str,
     meta: &ObjectMeta,
@@ -894,21 +818,12 @@ async fn remove_finalizer(
     let Some(patch) = finalizer_removal(meta) else {
         return Ok(());
     };
-    let params = PatchParams::default();
-    let result = match meta.namespace.as_deref() {
-        Some(namespace) => {
-            let api: Api<GitTrackObject> = Api::namespaced(ctx.client.clone(), namespace);
-            api.patch(name, &params, &Patch::<()>::Json(patch))
-                .await
-                .map(drop)
-        }
-        None => {
-            let api: Api<ClusterGitTrackObject> = Api::all(ctx.client.clone());
-            api.patch(name, &params, &Patch::<()>::Json(patch))
-                .await
-                .map(drop)
-        }
-    };
+    let namespace = meta.namespace.as_deref();
+    let api = TrackingResource::in_namespace(namespace).api(ctx.client.clone(), namespace);
+    let result = api
+        .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await
+        .map(drop);
     match result {
         Ok(()) => {
             let before = meta.resource_version.as_deref();

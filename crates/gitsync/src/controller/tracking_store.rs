@@ -4,10 +4,8 @@
 //! ## Model
 //!
 //! The finalizer's controllers ([`reconcile`](super::reconcile)) watch GitTrackObjects and
-//! ClusterGitTrackObjects; their reflector stores are kept here. Each stored copy is trimmed
-//! to what the decisions read ([`trim`]): no `managedFields`, and `spec.data` cut down to the
-//! declared object's identity, its whole content kept only as a digest (a round only asks
-//! whether the tracking object already says what it would write).
+//! ClusterGitTrackObjects; their reflector stores are kept here. Each stored copy is a
+//! [`TrackingRecord`]: only what the decisions read, decoded so from the wire.
 //!
 //! A watch lags behind the writes. A round started right after another could read a store that
 //! has not seen the last round's writes yet and create a tracking object twice, or write a
@@ -30,23 +28,20 @@
 //! make the store's copy of them wrong are this replica's.
 
 use std::collections::HashMap;
-use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use arbor_policy::ownership::NamespaceScope;
-use kube::api::DynamicObject;
+use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
-use serde_json::{Map, Value};
+
+use super::tracking_record::{TrackingRecord, TrackingResource};
 
 /// How long a round waits for the watch to show this replica's earlier writes before it lists.
 pub const PATIENCE: Duration = Duration::from_secs(5);
 /// How often a waiting round looks at the store again.
 const POLL: Duration = Duration::from_millis(5);
-/// The field of a trimmed copy's `spec` that holds the digest of the whole `spec.data`. Only in
-/// this replica's memory: never written to the cluster.
-const DATA_DIGEST: &str = "arbor.dev/dataDigest";
 
 /// The two tracking kinds' stores, and the writes they have not shown yet.
 #[derive(Debug)]
@@ -59,7 +54,7 @@ pub struct TrackingStores {
 
 #[derive(Debug)]
 struct Watched {
-    store: Store<DynamicObject>,
+    store: Store<TrackingRecord>,
     scope: NamespaceScope,
     /// The highest resourceVersion of an event the store has applied.
     seen: AtomicU64,
@@ -105,20 +100,24 @@ impl TrackingStores {
         }
     }
 
-    /// The GitTrackObject watch's store, covering `scope`.
-    pub fn watch_gittrack_objects(&self, store: Store<DynamicObject>, scope: NamespaceScope) {
-        let _ = self.gittrack_objects.set(Watched {
+    /// The store of the watch of `resource` covering `scope` (every ClusterGitTrackObject is
+    /// cluster-wide).
+    pub fn watch(
+        &self,
+        resource: TrackingResource,
+        store: Store<TrackingRecord>,
+        scope: NamespaceScope,
+    ) {
+        let (slot, scope) = match resource {
+            TrackingResource::GitTrackObject => (&self.gittrack_objects, scope),
+            TrackingResource::ClusterGitTrackObject => (
+                &self.cluster_gittrack_objects,
+                NamespaceScope::AllNamespaces,
+            ),
+        };
+        let _ = slot.set(Watched {
             store,
             scope,
-            seen: AtomicU64::new(0),
-        });
-    }
-
-    /// The ClusterGitTrackObject watch's store.
-    pub fn watch_cluster_gittrack_objects(&self, store: Store<DynamicObject>) {
-        let _ = self.cluster_gittrack_objects.set(Watched {
-            store,
-            scope: NamespaceScope::AllNamespaces,
             seen: AtomicU64::new(0),
         });
     }
@@ -187,7 +186,7 @@ impl TrackingStores {
     pub async fn gittrack_objects(
         &self,
         namespace: Option<&str>,
-    ) -> Option<Vec<Arc<DynamicObject>>> {
+    ) -> Option<Vec<Arc<TrackingRecord>>> {
         let watched = self.gittrack_objects.get()?;
         let covered = match namespace {
             Some(namespace) => watched.scope.contains(namespace),
@@ -199,13 +198,13 @@ impl TrackingStores {
         Some(match namespace {
             Some(namespace) => watched
                 .store
-                .state_filter(|object| object.metadata.namespace.as_deref() == Some(namespace)),
+                .state_filter(|record| record.meta().namespace.as_deref() == Some(namespace)),
             None => watched.store.state(),
         })
     }
 
     /// Every ClusterGitTrackObject from the watch, as [`Self::gittrack_objects`].
-    pub async fn cluster_gittrack_objects(&self) -> Option<Vec<Arc<DynamicObject>>> {
+    pub async fn cluster_gittrack_objects(&self) -> Option<Vec<Arc<TrackingRecord>>> {
         let watched = self.cluster_gittrack_objects.get()?;
         if !self.caught_up().await {
             return None;
@@ -283,12 +282,11 @@ impl TrackingStores {
         let (watched, reference) = match namespace {
             Some(namespace) => (
                 self.gittrack_objects.get(),
-                ObjectRef::new_with(name, resource::<arbor_api::GitTrackObject>())
-                    .within(namespace),
+                ObjectRef::new_with(name, TrackingResource::GitTrackObject).within(namespace),
             ),
             None => (
                 self.cluster_gittrack_objects.get(),
-                ObjectRef::new_with(name, resource::<arbor_api::ClusterGitTrackObject>()),
+                ObjectRef::new_with(name, TrackingResource::ClusterGitTrackObject),
             ),
         };
         // A write to a kind no watch here covers never concerns a store.
@@ -296,7 +294,7 @@ impl TrackingStores {
         let stored = watched
             .store
             .get(&reference)
-            .map(|object| version_of(&object).unwrap_or(0));
+            .map(|object| object.version().unwrap_or(0));
         match (shows, stored) {
             (Shows::AtLeast(version), Some(stored)) if stored >= version => true,
             // Any event at or past the write: the watch has passed it.
@@ -305,156 +303,5 @@ impl TrackingStores {
             (Shows::Beyond(version), Some(stored)) => stored > version,
             (Shows::Beyond(_), None) => true,
         }
-    }
-}
-
-/// An object's resourceVersion as the revision it is.
-pub fn version_of(object: &DynamicObject) -> Option<u64> {
-    object.metadata.resource_version.as_deref()?.parse().ok()
-}
-
-fn resource<K: kube::Resource<DynamicType = ()>>() -> kube::api::ApiResource {
-    arbor_runtime::decode::api_resource::<K>()
-}
-
-/// Cuts a watched tracking object down to what the decisions read: no `managedFields`, and
-/// `spec.data` down to the declared object's identity (apiVersion, kind, name, namespace) with
-/// the digest of the whole of it beside.
-pub fn trim(object: &mut DynamicObject) {
-    object.metadata.managed_fields = None;
-    let Some(spec) = object.data.get_mut("spec").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let Some(data) = spec.get("data") else { return };
-    let digest = data_digest(data);
-    let mut identity = Map::new();
-    for field in ["apiVersion", "kind"] {
-        if let Some(value) = data.get(field) {
-            identity.insert(field.to_owned(), value.clone());
-        }
-    }
-    let mut metadata = Map::new();
-    for field in ["name", "namespace"] {
-        if let Some(value) = data
-            .get("metadata")
-            .and_then(|metadata| metadata.get(field))
-        {
-            metadata.insert(field.to_owned(), value.clone());
-        }
-    }
-    identity.insert("metadata".to_owned(), Value::Object(metadata));
-    spec.insert("data".to_owned(), Value::Object(identity));
-    spec.insert(DATA_DIGEST.to_owned(), Value::String(digest));
-}
-
-/// The digest of a tracking object's `spec.data`: kept by a trimmed copy, computed otherwise.
-pub fn stored_data_digest(object: &DynamicObject) -> Option<String> {
-    let spec = object.data.get("spec")?;
-    match spec.get(DATA_DIGEST) {
-        Some(digest) => digest.as_str().map(str::to_owned),
-        None => spec.get("data").map(data_digest),
-    }
-}
-
-/// A SHA-256 of `value` written canonically (object keys sorted at every depth), so two equal
-/// values give one digest whatever order their keys came in.
-pub fn data_digest(value: &Value) -> String {
-    let mut digest = Digest(ring::digest::Context::new(&ring::digest::SHA256));
-    write_canonical(&mut digest, value);
-    format!("sha256:{}", crate::fetch::hex(digest.0.finish().as_ref()))
-}
-
-struct Digest(ring::digest::Context);
-
-impl std::io::Write for Digest {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.update(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn write_canonical(out: &mut Digest, value: &Value) {
-    // Writing into a digest cannot fail.
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            let _ = out.write_all(b"{");
-            for (index, key) in keys.into_iter().enumerate() {
-                if index > 0 {
-                    let _ = out.write_all(b",");
-                }
-                let _ = serde_json::to_writer(&mut *out, key);
-                let _ = out.write_all(b":");
-                write_canonical(out, &map[key]);
-            }
-            let _ = out.write_all(b"}");
-        }
-        Value::Array(items) => {
-            let _ = out.write_all(b"[");
-            for (index, item) in items.iter().enumerate() {
-                if index > 0 {
-                    let _ = out.write_all(b",");
-                }
-                write_canonical(out, item);
-            }
-            let _ = out.write_all(b"]");
-        }
-        scalar => {
-            let _ = serde_json::to_writer(&mut *out, scalar);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn equal_values_have_one_digest_whatever_their_key_order() {
-        let a = json!({"kind": "ConfigMap", "data": {"a": "1", "b": [1, {"y": 2, "x": 1}]}});
-        let b = json!({"data": {"b": [1, {"x": 1, "y": 2}], "a": "1"}, "kind": "ConfigMap"});
-        assert_eq!(data_digest(&a), data_digest(&b));
-        let c = json!({"kind": "ConfigMap", "data": {"a": "1", "b": [{"x": 1, "y": 2}, 1]}});
-        assert_ne!(data_digest(&a), data_digest(&c), "array order counts");
-        assert_ne!(
-            data_digest(&json!({"a": 1})),
-            data_digest(&json!({"a": 1.0}))
-        );
-        assert_ne!(
-            data_digest(&json!({"a": "1"})),
-            data_digest(&json!({"a": 1}))
-        );
-    }
-
-    #[test]
-    fn a_trimmed_copy_keeps_the_identity_and_the_digest_of_the_declaration() {
-        let data = json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "settings", "namespace": "shop", "labels": {"a": "b"}},
-            "data": {"big": "x".repeat(1000)},
-        });
-        let mut object: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "arbor.dev/v1alpha1", "kind": "GitTrackObject",
-            "metadata": {"name": "configmap.settings", "namespace": "shop",
-                         "managedFields": [{"manager": "arbor-gitsync", "operation": "Apply"}]},
-            "spec": {"name": "settings", "kind": "ConfigMap", "data": data},
-        }))
-        .unwrap();
-        let before = stored_data_digest(&object);
-        trim(&mut object);
-        assert!(object.metadata.managed_fields.is_none());
-        assert_eq!(
-            object.data["spec"]["data"],
-            json!({"apiVersion": "v1", "kind": "ConfigMap",
-                   "metadata": {"name": "settings", "namespace": "shop"}})
-        );
-        assert_eq!(stored_data_digest(&object), before);
-        assert_eq!(before, Some(data_digest(&data)));
     }
 }
