@@ -265,56 +265,15 @@ where
             // for the answer: kube-apiserver does not promise to cancel it (only a write not yet
             // sent to storage is dropped with the request's context), so a client must never
             // count on a request it gave up on having no effect. Reads stay tied to their client.
-            FinishedIfAbandoned::new(async move { handlers::handle(&shared, context).await }).await
+            tokio::spawn(async move { handlers::handle(&shared, context).await })
+                .await
+                .unwrap_or_else(|failed| {
+                    Err(ApiError::internal(&format!(
+                        "serving the request failed: {failed}"
+                    )))
+                })
         }
         Route::Admin(path) => admin::serve(&shared, &parts.method, &path, &body),
         Route::Unknown => Err(ApiError::no_such_route()),
-    }
-}
-
-/// A write's work, run in its connection's task while the client waits (a task spawned for
-/// every write, to outlive its client, was paid by each of them) and moved onto a task of its
-/// own only when the client stops waiting first, so that it is still carried out.
-struct FinishedIfAbandoned<F: Future + Send + 'static> {
-    work: Option<std::pin::Pin<Box<F>>>,
-}
-
-impl<F: Future + Send + 'static> FinishedIfAbandoned<F> {
-    fn new(work: F) -> Self {
-        Self {
-            work: Some(Box::pin(work)),
-        }
-    }
-}
-
-impl<F: Future + Send + 'static> Future for FinishedIfAbandoned<F> {
-    type Output = F::Output;
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<F::Output> {
-        let Some(work) = self.work.as_mut() else {
-            return std::task::Poll::Pending;
-        };
-        let output = std::task::ready!(work.as_mut().poll(cx));
-        self.work = None;
-        std::task::Poll::Ready(output)
-    }
-}
-
-impl<F: Future + Send + 'static> Drop for FinishedIfAbandoned<F> {
-    fn drop(&mut self) {
-        let Some(work) = self.work.take() else { return };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    let _ = work.await;
-                });
-            }
-            // Outside a runtime the emulator itself is being torn down: nothing is served any
-            // more, and the write goes with it.
-            Err(_) => tracing::debug!("a write abandoned by its client was dropped at shutdown"),
-        }
     }
 }
