@@ -193,3 +193,35 @@ async fn the_admin_endpoint_injects_lists_and_clears_faults() {
     assert_eq!(code, 400, "{body}");
     emu.shutdown().await;
 }
+
+/// A write the server has taken is carried out even when its client stops waiting for the
+/// answer (as kube-apiserver may): here the client gives up on a create the server holds 1 s.
+#[tokio::test]
+async fn a_write_whose_client_stopped_waiting_is_still_carried_out() {
+    let (emu, client) = support::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    emu.faults().inject(
+        Fault::new(FaultEffect::Stall {
+            delay: Duration::from_secs(1),
+            times: 1,
+        })
+        .verbs(&["create"])
+        .resources(&["configmaps"]),
+    );
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(200),
+        api.create(&PostParams::default(), &config_map("abandoned", &[])),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the held create answered within 200 ms");
+    assert!(api.get_opt("abandoned").await.unwrap().is_none());
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while api.get_opt("abandoned").await.unwrap().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the abandoned create was never carried out"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    emu.shutdown().await;
+}

@@ -1034,20 +1034,33 @@ impl Sync<'_> {
     /// throttles or delays one request (its retries wait for `Retry-After`), that object keeps
     /// only its own slot and the rest of the round keeps moving. Objects of one part do not
     /// depend on each other (CRDs and Namespaces are a part of their own, applied first).
-    /// Outcomes are recorded in the plan's order as they complete.
+    /// Outcomes are recorded in the plan's order: one finished before an earlier one waits for
+    /// it outside the window, so a slow object never keeps finished ones' slots.
     async fn apply_plan(&mut self, plan: &Plan) -> bool {
         use futures::StreamExt as _;
         let Sync { known, tally } = self;
         let known = &*known;
         let width = known.ctx.settings.max_concurrent_writes.max(1);
-        let mut waiting = plan.objects.iter();
-        let mut window = futures::stream::FuturesOrdered::new();
+        let mut waiting = plan.objects.iter().enumerate();
+        let mut window = futures::stream::FuturesUnordered::new();
+        let mut finished = BTreeMap::new();
+        let mut next_to_record = 0;
         let mut wrote_crd = false;
         let mut progress: Option<ProgressWrite> = None;
         loop {
             while window.len() < width {
-                let Some(planned) = waiting.next() else { break };
-                window.push_back(known.attempt(planned));
+                let Some((index, planned)) = waiting.next() else {
+                    break;
+                };
+                window.push(async move { (index, known.attempt(planned).await) });
+            }
+            while let Some((planned, outcome)) = finished.remove(&next_to_record) {
+                next_to_record += 1;
+                let wrote = tally.apply_one(known, planned, outcome);
+                wrote_crd |= wrote && is_crd(&planned.key.group_kind);
+                if progress.is_none() {
+                    progress = tally.progress_write(known);
+                }
             }
             let next = match progress.as_mut() {
                 Some(write) => tokio::select! {
@@ -1056,21 +1069,15 @@ impl Sync<'_> {
                 },
                 None => Ok(window.next().await),
             };
-            let next = match next {
-                Ok(next) => next,
+            match next {
+                Ok(Some((index, done))) => {
+                    finished.insert(index, done);
+                }
+                Ok(None) => break,
                 Err(written) => {
                     progress = None;
                     tally.progress_written(known, written);
-                    continue;
                 }
-            };
-            let Some((planned, outcome)) = next else {
-                break;
-            };
-            let wrote = tally.apply_one(known, planned, outcome);
-            wrote_crd |= wrote && is_crd(&planned.key.group_kind);
-            if progress.is_none() {
-                progress = tally.progress_write(known);
             }
         }
         // A progress write still in flight is finished, never dropped: the API server may carry
