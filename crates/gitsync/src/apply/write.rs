@@ -30,8 +30,6 @@ pub struct Target<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     pub decision: Decision,
-    /// The live object after the action (`None` when absent or deleted).
-    pub live: Option<Value>,
     /// Whether a write request was made.
     pub wrote: bool,
 }
@@ -127,7 +125,6 @@ impl Applier {
         let (_, decision) = self.decide(target, live);
         let unchanged = || Outcome {
             decision,
-            live: live.cloned(),
             wrote: false,
         };
         let served = match decision.action {
@@ -136,18 +133,16 @@ impl Applier {
         };
         match (decision.action, target.desired, live) {
             (Action::Create, Some(desired), _) => {
-                let live = self.apply(&served, target, desired, false).await?;
+                self.apply(&served, target, desired, false).await?;
                 Ok(Outcome {
                     decision,
-                    live: Some(live),
                     wrote: true,
                 })
             }
             (Action::Update, Some(desired), _) => {
-                let live = self.apply(&served, target, desired, true).await?;
+                self.apply(&served, target, desired, true).await?;
                 Ok(Outcome {
                     decision,
-                    live: Some(live),
                     wrote: true,
                 })
             }
@@ -162,7 +157,6 @@ impl Applier {
                 );
                 Ok(Outcome {
                     decision,
-                    live: None,
                     wrote: true,
                 })
             }
@@ -177,16 +171,17 @@ impl Applier {
         target: &Target<'_>,
         desired: &Value,
         force: bool,
-    ) -> Result<Value, ApplyError> {
+    ) -> Result<(), ApplyError> {
         let api = self.write_api(served, target.namespace);
         let mut params = PatchParams::apply(GITSYNC_FIELD_MANAGER);
         params.force = force;
         let verb = if force { "update" } else { "create" };
-        let applied = api
-            .patch(target.name, &params, &Patch::Apply(desired))
+        // The reply (the whole object, managedFields too) is not kept: no caller reads it, and a
+        // round holds many outcomes at once.
+        api.patch(target.name, &params, &Patch::Apply(desired))
             .await
             .map_err(|source| write_error(verb, target, source))?;
-        to_value(target, &applied)
+        Ok(())
     }
 
     async fn delete(

@@ -828,6 +828,48 @@ impl Known<'_> {
     }
 }
 
+/// Results of a round's writes that finished ahead of an earlier one, held until they can be
+/// recorded in the plan's order. Bounded: while `cap` wait, the round starts no new write, so
+/// one held write (a throttled one retries for minutes) cannot make a round of 100k objects
+/// keep nearly all their results in memory.
+struct InPlanOrder<T> {
+    waiting: BTreeMap<usize, T>,
+    next: usize,
+    cap: usize,
+}
+
+impl<T> InPlanOrder<T> {
+    /// Room for 64 windows of `width` writes, and never less than 4096 results.
+    fn new(width: usize) -> Self {
+        Self {
+            waiting: BTreeMap::new(),
+            next: 0,
+            cap: width.saturating_mul(64).max(4096),
+        }
+    }
+
+    /// Whether another write may start.
+    fn has_room(&self) -> bool {
+        self.waiting.len() < self.cap
+    }
+
+    /// The result of the plan's object number `index`.
+    fn insert(&mut self, index: usize, result: T) {
+        self.waiting.insert(index, result);
+    }
+
+    /// The next result in the plan's order, once it has finished.
+    fn next_in_order(&mut self) -> Option<T> {
+        let result = self.waiting.remove(&self.next)?;
+        self.next += 1;
+        Some(result)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+}
+
 impl Tally {
     /// The progress write that is due, if one is. It is owned and runs beside the round's
     /// object writes: a status write the API server throttles (each refusal waits for
@@ -963,10 +1005,15 @@ impl Tally {
             }
         };
         self.records.insert(planned.key.clone(), record);
+        wrote
+    }
+
+    /// Counts one more object of the plan finished, recorded yet or not: a held object, that
+    /// the ones after it wait for to be recorded, does not stop the progress a reader sees.
+    fn count_finished(&mut self) {
         if let Some(progress) = self.progress.as_mut() {
             progress.done += 1;
         }
-        wrote
     }
 
     /// Ignored objects go to `ignoredFiles`; objects of unserved kinds are one error per kind.
@@ -1035,7 +1082,8 @@ impl Sync<'_> {
     /// only its own slot and the rest of the round keeps moving. Objects of one part do not
     /// depend on each other (CRDs and Namespaces are a part of their own, applied first).
     /// Outcomes are recorded in the plan's order: one finished before an earlier one waits for
-    /// it outside the window, so a slow object never keeps finished ones' slots.
+    /// it outside the window ([`InPlanOrder`], bounded), so a slow object never keeps finished
+    /// ones' slots. Progress counts objects as they finish, in any order.
     async fn apply_plan(&mut self, plan: &Plan) -> bool {
         use futures::StreamExt as _;
         let Sync { known, tally } = self;
@@ -1043,24 +1091,24 @@ impl Sync<'_> {
         let width = known.ctx.settings.max_concurrent_writes.max(1);
         let mut waiting = plan.objects.iter().enumerate();
         let mut window = futures::stream::FuturesUnordered::new();
-        let mut finished = BTreeMap::new();
-        let mut next_to_record = 0;
+        let mut finished = InPlanOrder::new(width);
         let mut wrote_crd = false;
         let mut progress: Option<ProgressWrite> = None;
         loop {
-            while window.len() < width {
+            while let Some((planned, outcome)) = finished.next_in_order() {
+                let wrote = tally.apply_one(known, planned, outcome);
+                wrote_crd |= wrote && is_crd(&planned.key.group_kind);
+            }
+            // The earliest unrecorded object is in the window whenever results wait, so a full
+            // `finished` never leaves the window empty.
+            while window.len() < width && finished.has_room() {
                 let Some((index, planned)) = waiting.next() else {
                     break;
                 };
                 window.push(async move { (index, known.attempt(planned).await) });
             }
-            while let Some((planned, outcome)) = finished.remove(&next_to_record) {
-                next_to_record += 1;
-                let wrote = tally.apply_one(known, planned, outcome);
-                wrote_crd |= wrote && is_crd(&planned.key.group_kind);
-                if progress.is_none() {
-                    progress = tally.progress_write(known);
-                }
+            if progress.is_none() {
+                progress = tally.progress_write(known);
             }
             let next = match progress.as_mut() {
                 Some(write) => tokio::select! {
@@ -1071,6 +1119,7 @@ impl Sync<'_> {
             };
             match next {
                 Ok(Some((index, done))) => {
+                    tally.count_finished();
                     finished.insert(index, done);
                 }
                 Ok(None) => break,
@@ -1080,6 +1129,7 @@ impl Sync<'_> {
                 }
             }
         }
+        debug_assert!(finished.is_empty(), "every finished object is recorded");
         // A progress write still in flight is finished, never dropped: the API server may carry
         // out a request its client gave up on, after the round's finished status, and as both
         // apply the whole status under one field manager the late one would take the commit
@@ -1212,5 +1262,41 @@ impl Sync<'_> {
             refused: self.tally.refused,
         });
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::InPlanOrder;
+
+    #[test]
+    fn results_finished_out_of_order_come_out_in_the_plans_order() {
+        let mut finished = InPlanOrder::new(2);
+        finished.insert(2, "c");
+        finished.insert(1, "b");
+        assert_eq!(finished.next_in_order(), None, "object 0 has not finished");
+        finished.insert(0, "a");
+        let recorded: Vec<_> = std::iter::from_fn(|| finished.next_in_order()).collect();
+        assert_eq!(recorded, ["a", "b", "c"]);
+        assert!(finished.is_empty());
+    }
+
+    /// A held object 0: the results after it fill `finished` up to its cap (4096 for a narrow
+    /// window, 64 windows for a wide one), then no new write starts until object 0 finishes.
+    #[test]
+    fn no_write_starts_while_the_cap_of_results_wait_for_an_earlier_one() {
+        for (width, cap) in [(1, 4096), (16, 4096), (100, 6400)] {
+            let mut finished = InPlanOrder::new(width);
+            for index in 1..cap {
+                finished.insert(index, index);
+                assert!(finished.has_room(), "width {width}: {index} waiting");
+            }
+            finished.insert(cap, cap);
+            assert!(!finished.has_room(), "width {width}: {cap} waiting");
+            finished.insert(0, 0);
+            let recorded: Vec<_> = std::iter::from_fn(|| finished.next_in_order()).collect();
+            assert_eq!(recorded, (0..=cap).collect::<Vec<_>>());
+            assert!(finished.has_room() && finished.is_empty());
+        }
     }
 }
