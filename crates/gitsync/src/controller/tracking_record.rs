@@ -309,8 +309,17 @@ impl Reading {
     }
 }
 
-/// The stored conditions, decoded as the CRD's status type.
-fn conditions(status: Value) -> Result<Vec<Condition>, Unreadable> {
+/// The stored conditions, decoded as the CRD's status type. A null status or null conditions
+/// are none (the typed kind read them so), not a status that does not read.
+fn conditions(mut status: Value) -> Result<Vec<Condition>, Unreadable> {
+    if let Some(fields) = status.as_object_mut()
+        && fields.get("conditions").is_some_and(Value::is_null)
+    {
+        fields.remove("conditions");
+    }
+    if status.is_null() {
+        return Ok(Vec::new());
+    }
     serde_path_to_error::deserialize::<_, GitTrackObjectStatus>(status)
         .map(|status| status.conditions)
         .map_err(|error| Unreadable {
@@ -941,5 +950,36 @@ mod tests {
         }));
         assert!(read.unreadable().is_none());
         assert!(read.declaration().is_none());
+    }
+
+    fn tracking_object(extra: Value) -> Value {
+        let mut object = json!({
+            "apiVersion": "arbor.dev/v1alpha1", "kind": "GitTrackObject",
+            "metadata": {"name": "configmap.settings", "namespace": "shop", "uid": "u-1",
+                         "resourceVersion": "7", "finalizers": ["arbor.dev/gitsync"]},
+            "spec": {"name": "settings", "kind": "ConfigMap", "data": declared()},
+        });
+        for (field, value) in extra.as_object().unwrap() {
+            object[field] = value.clone();
+        }
+        object
+    }
+
+    #[test]
+    fn a_null_status_or_null_conditions_are_no_conditions() {
+        for status in [json!(null), json!({"conditions": null}), json!({})] {
+            let read = record(tracking_object(json!({"status": status})));
+            assert!(
+                read.unreadable().is_none(),
+                "{status}: {:?}",
+                read.unreadable()
+            );
+            assert!(
+                read.declaration().unwrap().conditions.is_empty(),
+                "{status}"
+            );
+        }
+        let wrong = record(tracking_object(json!({"status": {"conditions": "none"}})));
+        assert_eq!(wrong.unreadable().unwrap().path, "status.conditions");
     }
 }
