@@ -55,11 +55,12 @@ pub enum TrackingResource {
 }
 
 impl TrackingResource {
-    /// The kind of a tracking object in `namespace` (cluster-scoped without one).
+    /// The kind of a tracking object in `namespace` (cluster-scoped without one; an empty
+    /// namespace is none, as the API server reads it).
     pub fn in_namespace(namespace: Option<&str>) -> Self {
         match namespace {
-            Some(_) => Self::GitTrackObject,
-            None => Self::ClusterGitTrackObject,
+            Some(namespace) if !namespace.is_empty() => Self::GitTrackObject,
+            _ => Self::ClusterGitTrackObject,
         }
     }
 
@@ -347,7 +348,9 @@ impl Metadata {
     fn into_meta(self) -> ObjectMeta {
         ObjectMeta {
             name: self.name,
-            namespace: self.namespace,
+            // `""` is the API server's "no namespace": kept as such, it would make a
+            // ClusterGitTrackObject read as a GitTrackObject in namespace "".
+            namespace: self.namespace.filter(|namespace| !namespace.is_empty()),
             uid: self.uid,
             resource_version: self.resource_version,
             deletion_timestamp: self.deletion_timestamp,
@@ -981,5 +984,22 @@ mod tests {
         }
         let wrong = record(tracking_object(json!({"status": {"conditions": "none"}})));
         assert_eq!(wrong.unreadable().unwrap().path, "status.conditions");
+    }
+
+    #[test]
+    fn an_empty_namespace_is_no_namespace() {
+        let read = record(json!({
+            "apiVersion": "arbor.dev/v1alpha1", "kind": "ClusterGitTrackObject",
+            "metadata": {"name": "namespace.shop", "namespace": ""},
+            "spec": {"name": "shop", "kind": "Namespace",
+                     "data": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}},
+        }));
+        assert_eq!(read.resource(), TrackingResource::ClusterGitTrackObject);
+        assert_eq!(read.meta().namespace, None);
+        assert_eq!(read.declaration().unwrap().key.namespace, None);
+        assert_eq!(
+            TrackingResource::in_namespace(Some("")),
+            TrackingResource::ClusterGitTrackObject
+        );
     }
 }
