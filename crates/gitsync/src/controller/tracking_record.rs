@@ -728,6 +728,18 @@ impl<'de> Visitor<'de> for CanonicalVisitor {
     }
 
     fn visit_f64<E: de::Error>(self, value: f64) -> Result<Canonical, E> {
+        // The API server stores custom resources as Go's unstructured values, which write a
+        // float with no fractional part (`1.0`, `1e3` from YAML) as the integer (`1`, `1000`):
+        // digested as that integer, the declared value and the stored one agree.
+        const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+        if value.fract() == 0.0 {
+            if (-TWO_63..TWO_63).contains(&value) {
+                return Ok(Canonical::scalar(&(value as i64)));
+            }
+            if (0.0..2.0 * TWO_63).contains(&value) {
+                return Ok(Canonical::scalar(&(value as u64)));
+            }
+        }
         // As a parsed `Value` holds it: a number that is not finite is null.
         Ok(match serde_json::Number::from_f64(value) {
             Some(number) => Canonical::scalar(&number),
@@ -813,9 +825,14 @@ mod tests {
         assert_eq!(data_digest(&a), data_digest(&b));
         let c = json!({"kind": "ConfigMap", "data": {"a": "1", "b": [{"x": 1, "y": 2}, 1]}});
         assert_ne!(data_digest(&a), data_digest(&c), "array order counts");
+        assert_eq!(
+            data_digest(&json!({"a": 1})),
+            data_digest(&json!({"a": 1.0})),
+            "the API server writes 1.0 as 1"
+        );
         assert_ne!(
             data_digest(&json!({"a": 1})),
-            data_digest(&json!({"a": 1.0}))
+            data_digest(&json!({"a": 1.5}))
         );
         assert_ne!(
             data_digest(&json!({"a": "1"})),
@@ -1001,5 +1018,22 @@ mod tests {
             TrackingResource::in_namespace(Some("")),
             TrackingResource::ClusterGitTrackObject
         );
+    }
+
+    #[test]
+    fn a_whole_float_is_digested_as_the_integer_the_api_server_stores() {
+        let declared = json!({"replicas": 1.0, "limit": 1e3, "big": 1e19, "neg": -2.0});
+        let stored = r#"{"replicas": 1, "limit": 1000, "big": 10000000000000000000, "neg": -2}"#;
+        let read: Data = serde_json::from_str(stored).unwrap();
+        assert_eq!(DataDigest::of(&read.canonical), data_digest(&declared));
+        for (declared, stored) in [(2.5, "2.5"), (1e300, "1e300")] {
+            let read: Data = serde_json::from_str(stored).unwrap();
+            assert_eq!(
+                DataDigest::of(&read.canonical),
+                data_digest(&json!(declared)),
+                "{stored}"
+            );
+        }
+        assert_ne!(data_digest(&json!(2.5)), data_digest(&json!(2)));
     }
 }
