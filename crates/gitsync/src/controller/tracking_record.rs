@@ -781,12 +781,17 @@ impl<'de> Visitor<'de> for CanonicalVisitor {
         let mut entries: Entries = Vec::new();
         while let Some(key) = map.next_key::<String>()? {
             let value = map.next_value::<Canonical>()?;
-            match entries.iter_mut().find(|(seen, _)| *seen == key) {
-                Some(entry) => entry.1 = value.0,
-                None => entries.push((key, value.0)),
-            }
+            entries.push((key, value.0));
         }
+        // Stable: a key given twice keeps its order of arrival, and the last one given stays.
         entries.sort_by(|(a, _), (b, _)| a.cmp(b));
+        entries.dedup_by(|later, kept| {
+            let repeated = later.0 == kept.0;
+            if repeated {
+                std::mem::swap(&mut later.1, &mut kept.1);
+            }
+            repeated
+        });
         let mut out = vec![b'{'];
         for (index, (key, value)) in entries.iter().enumerate() {
             if index > 0 {
@@ -1035,5 +1040,16 @@ mod tests {
             );
         }
         assert_ne!(data_digest(&json!(2.5)), data_digest(&json!(2)));
+    }
+
+    #[test]
+    fn of_a_key_given_many_times_the_last_counts() {
+        let read: Data =
+            serde_json::from_str(r#"{"b": 1, "a": 1, "a": 2, "c": 0, "a": 3, "b": 4, "c": 5}"#)
+                .unwrap();
+        assert_eq!(
+            String::from_utf8(read.canonical).unwrap(),
+            r#"{"a":3,"b":4,"c":5}"#
+        );
     }
 }
