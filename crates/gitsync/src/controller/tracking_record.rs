@@ -1052,4 +1052,38 @@ mod tests {
             r#"{"a":3,"b":4,"c":5}"#
         );
     }
+
+    #[test]
+    fn a_watch_event_with_its_object_before_its_type_decodes() {
+        let object = tracking_object(json!({}));
+        let text = format!(r#"{{"object": {object}, "type": "MODIFIED"}}"#);
+        let event: kube::core::WatchEvent<TrackingRecord> = serde_json::from_str(&text).unwrap();
+        let kube::core::WatchEvent::Modified(read) = event else {
+            panic!("a MODIFIED event: {event:?}");
+        };
+        assert!(read.unreadable().is_none());
+        assert_eq!(read.version(), Some(7));
+        let declaration = read.declaration().unwrap();
+        assert_eq!(declaration.key.to_string(), "ConfigMap/shop/settings");
+        assert_eq!(declaration.data_digest, data_digest(&declared()));
+    }
+
+    #[test]
+    fn the_delete_and_patch_replies_decode_as_records() {
+        // DELETE of an object a finalizer keeps: the object, marked, at a new resourceVersion.
+        let kept = record(tracking_object(json!({"metadata": {
+            "name": "configmap.settings", "namespace": "shop", "uid": "u-1",
+            "resourceVersion": "8", "deletionTimestamp": "2026-01-01T00:00:00Z",
+            "finalizers": ["arbor.dev/gitsync"]}})));
+        assert_eq!(kept.version(), Some(8));
+        assert!(kept.meta().deletion_timestamp.is_some());
+        // The JSON patch that removes the finalizer: answered with the object without it.
+        let released = record(tracking_object(json!({"metadata": {
+            "name": "configmap.settings", "namespace": "shop", "uid": "u-1",
+            "resourceVersion": "9", "deletionTimestamp": "2026-01-01T00:00:00Z",
+            "finalizers": []}})));
+        assert_eq!(released.version(), Some(9));
+        assert_eq!(released.meta().finalizers, Some(Vec::new()));
+        assert!(released.declaration().is_some());
+    }
 }
