@@ -55,11 +55,12 @@ pub enum TrackingResource {
 }
 
 impl TrackingResource {
-    /// The kind of a tracking object in `namespace` (cluster-scoped without one).
+    /// The kind of a tracking object in `namespace` (cluster-scoped without one; an empty
+    /// namespace is none, as the API server reads it).
     pub fn in_namespace(namespace: Option<&str>) -> Self {
         match namespace {
-            Some(_) => Self::GitTrackObject,
-            None => Self::ClusterGitTrackObject,
+            Some(namespace) if !namespace.is_empty() => Self::GitTrackObject,
+            _ => Self::ClusterGitTrackObject,
         }
     }
 
@@ -309,8 +310,17 @@ impl Reading {
     }
 }
 
-/// The stored conditions, decoded as the CRD's status type.
-fn conditions(status: Value) -> Result<Vec<Condition>, Unreadable> {
+/// The stored conditions, decoded as the CRD's status type. A null status or null conditions
+/// are none (the typed kind read them so), not a status that does not read.
+fn conditions(mut status: Value) -> Result<Vec<Condition>, Unreadable> {
+    if let Some(fields) = status.as_object_mut()
+        && fields.get("conditions").is_some_and(Value::is_null)
+    {
+        fields.remove("conditions");
+    }
+    if status.is_null() {
+        return Ok(Vec::new());
+    }
     serde_path_to_error::deserialize::<_, GitTrackObjectStatus>(status)
         .map(|status| status.conditions)
         .map_err(|error| Unreadable {
@@ -338,7 +348,9 @@ impl Metadata {
     fn into_meta(self) -> ObjectMeta {
         ObjectMeta {
             name: self.name,
-            namespace: self.namespace,
+            // `""` is the API server's "no namespace": kept as such, it would make a
+            // ClusterGitTrackObject read as a GitTrackObject in namespace "".
+            namespace: self.namespace.filter(|namespace| !namespace.is_empty()),
             uid: self.uid,
             resource_version: self.resource_version,
             deletion_timestamp: self.deletion_timestamp,
@@ -716,6 +728,18 @@ impl<'de> Visitor<'de> for CanonicalVisitor {
     }
 
     fn visit_f64<E: de::Error>(self, value: f64) -> Result<Canonical, E> {
+        // The API server stores custom resources as Go's unstructured values, which write a
+        // float with no fractional part (`1.0`, `1e3` from YAML) as the integer (`1`, `1000`):
+        // digested as that integer, the declared value and the stored one agree.
+        const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+        if value.fract() == 0.0 {
+            if (-TWO_63..TWO_63).contains(&value) {
+                return Ok(Canonical::scalar(&(value as i64)));
+            }
+            if (0.0..2.0 * TWO_63).contains(&value) {
+                return Ok(Canonical::scalar(&(value as u64)));
+            }
+        }
         // As a parsed `Value` holds it: a number that is not finite is null.
         Ok(match serde_json::Number::from_f64(value) {
             Some(number) => Canonical::scalar(&number),
@@ -757,12 +781,17 @@ impl<'de> Visitor<'de> for CanonicalVisitor {
         let mut entries: Entries = Vec::new();
         while let Some(key) = map.next_key::<String>()? {
             let value = map.next_value::<Canonical>()?;
-            match entries.iter_mut().find(|(seen, _)| *seen == key) {
-                Some(entry) => entry.1 = value.0,
-                None => entries.push((key, value.0)),
-            }
+            entries.push((key, value.0));
         }
+        // Stable: a key given twice keeps its order of arrival, and the last one given stays.
         entries.sort_by(|(a, _), (b, _)| a.cmp(b));
+        entries.dedup_by(|later, kept| {
+            let repeated = later.0 == kept.0;
+            if repeated {
+                std::mem::swap(&mut later.1, &mut kept.1);
+            }
+            repeated
+        });
         let mut out = vec![b'{'];
         for (index, (key, value)) in entries.iter().enumerate() {
             if index > 0 {
@@ -801,9 +830,14 @@ mod tests {
         assert_eq!(data_digest(&a), data_digest(&b));
         let c = json!({"kind": "ConfigMap", "data": {"a": "1", "b": [{"x": 1, "y": 2}, 1]}});
         assert_ne!(data_digest(&a), data_digest(&c), "array order counts");
+        assert_eq!(
+            data_digest(&json!({"a": 1})),
+            data_digest(&json!({"a": 1.0})),
+            "the API server writes 1.0 as 1"
+        );
         assert_ne!(
             data_digest(&json!({"a": 1})),
-            data_digest(&json!({"a": 1.0}))
+            data_digest(&json!({"a": 1.5}))
         );
         assert_ne!(
             data_digest(&json!({"a": "1"})),
@@ -941,5 +975,115 @@ mod tests {
         }));
         assert!(read.unreadable().is_none());
         assert!(read.declaration().is_none());
+    }
+
+    fn tracking_object(extra: Value) -> Value {
+        let mut object = json!({
+            "apiVersion": "arbor.dev/v1alpha1", "kind": "GitTrackObject",
+            "metadata": {"name": "configmap.settings", "namespace": "shop", "uid": "u-1",
+                         "resourceVersion": "7", "finalizers": ["arbor.dev/gitsync"]},
+            "spec": {"name": "settings", "kind": "ConfigMap", "data": declared()},
+        });
+        for (field, value) in extra.as_object().unwrap() {
+            object[field] = value.clone();
+        }
+        object
+    }
+
+    #[test]
+    fn a_null_status_or_null_conditions_are_no_conditions() {
+        for status in [json!(null), json!({"conditions": null}), json!({})] {
+            let read = record(tracking_object(json!({"status": status})));
+            assert!(
+                read.unreadable().is_none(),
+                "{status}: {:?}",
+                read.unreadable()
+            );
+            assert!(
+                read.declaration().unwrap().conditions.is_empty(),
+                "{status}"
+            );
+        }
+        let wrong = record(tracking_object(json!({"status": {"conditions": "none"}})));
+        assert_eq!(wrong.unreadable().unwrap().path, "status.conditions");
+    }
+
+    #[test]
+    fn an_empty_namespace_is_no_namespace() {
+        let read = record(json!({
+            "apiVersion": "arbor.dev/v1alpha1", "kind": "ClusterGitTrackObject",
+            "metadata": {"name": "namespace.shop", "namespace": ""},
+            "spec": {"name": "shop", "kind": "Namespace",
+                     "data": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}},
+        }));
+        assert_eq!(read.resource(), TrackingResource::ClusterGitTrackObject);
+        assert_eq!(read.meta().namespace, None);
+        assert_eq!(read.declaration().unwrap().key.namespace, None);
+        assert_eq!(
+            TrackingResource::in_namespace(Some("")),
+            TrackingResource::ClusterGitTrackObject
+        );
+    }
+
+    #[test]
+    fn a_whole_float_is_digested_as_the_integer_the_api_server_stores() {
+        let declared = json!({"replicas": 1.0, "limit": 1e3, "big": 1e19, "neg": -2.0});
+        let stored = r#"{"replicas": 1, "limit": 1000, "big": 10000000000000000000, "neg": -2}"#;
+        let read: Data = serde_json::from_str(stored).unwrap();
+        assert_eq!(DataDigest::of(&read.canonical), data_digest(&declared));
+        for (declared, stored) in [(2.5, "2.5"), (1e300, "1e300")] {
+            let read: Data = serde_json::from_str(stored).unwrap();
+            assert_eq!(
+                DataDigest::of(&read.canonical),
+                data_digest(&json!(declared)),
+                "{stored}"
+            );
+        }
+        assert_ne!(data_digest(&json!(2.5)), data_digest(&json!(2)));
+    }
+
+    #[test]
+    fn of_a_key_given_many_times_the_last_counts() {
+        let read: Data =
+            serde_json::from_str(r#"{"b": 1, "a": 1, "a": 2, "c": 0, "a": 3, "b": 4, "c": 5}"#)
+                .unwrap();
+        assert_eq!(
+            String::from_utf8(read.canonical).unwrap(),
+            r#"{"a":3,"b":4,"c":5}"#
+        );
+    }
+
+    #[test]
+    fn a_watch_event_with_its_object_before_its_type_decodes() {
+        let object = tracking_object(json!({}));
+        let text = format!(r#"{{"object": {object}, "type": "MODIFIED"}}"#);
+        let event: kube::core::WatchEvent<TrackingRecord> = serde_json::from_str(&text).unwrap();
+        let kube::core::WatchEvent::Modified(read) = event else {
+            panic!("a MODIFIED event: {event:?}");
+        };
+        assert!(read.unreadable().is_none());
+        assert_eq!(read.version(), Some(7));
+        let declaration = read.declaration().unwrap();
+        assert_eq!(declaration.key.to_string(), "ConfigMap/shop/settings");
+        assert_eq!(declaration.data_digest, data_digest(&declared()));
+    }
+
+    #[test]
+    fn the_delete_and_patch_replies_decode_as_records() {
+        // DELETE of an object a finalizer keeps: the object, marked, at a new resourceVersion.
+        let kept = record(tracking_object(json!({"metadata": {
+            "name": "configmap.settings", "namespace": "shop", "uid": "u-1",
+            "resourceVersion": "8", "deletionTimestamp": "2026-01-01T00:00:00Z",
+            "finalizers": ["arbor.dev/gitsync"]}})));
+        assert_eq!(kept.version(), Some(8));
+        assert!(kept.meta().deletion_timestamp.is_some());
+        // The JSON patch that removes the finalizer: answered with the object without it.
+        let released = record(tracking_object(json!({"metadata": {
+            "name": "configmap.settings", "namespace": "shop", "uid": "u-1",
+            "resourceVersion": "9", "deletionTimestamp": "2026-01-01T00:00:00Z",
+            "finalizers": []}})));
+        assert_eq!(released.version(), Some(9));
+        assert_eq!(released.meta().finalizers, Some(Vec::new()));
+        assert!(released.declaration().is_some());
     }
 }
