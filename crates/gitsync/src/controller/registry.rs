@@ -226,9 +226,18 @@ impl Registry {
         self.rounds.send_modify(|rounds| *rounds += 1);
     }
 
-    /// Asks for a full round of `source` now.
+    /// Asks for a full round of `source` now. Only a record that exists is marked: one
+    /// forgotten (its shard handed over) or removed (the source deleted) must not come back
+    /// empty, and a source with no record gets a full round anyway, its first.
     pub fn request_round(&self, source: &SourceRef) {
-        self.update(source, |record| record.full_round_requested = true);
+        if let Some(record) = self
+            .sources
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(source)
+        {
+            record.full_round_requested = true;
+        }
         // The receiver lives as long as the controllers; without them there is no one to ask.
         let _ = self.triggers.send(source.clone());
     }
@@ -345,5 +354,31 @@ mod tests {
             ..synced_before
         };
         assert!(undecodable.state_known());
+    }
+
+    #[test]
+    fn a_round_asked_for_a_source_without_a_record_brings_no_record_back() {
+        let (registry, mut triggers) = Registry::new();
+        let kept = SourceRef::ClusterGitTrack {
+            name: "kept".into(),
+        };
+        let gone = SourceRef::ClusterGitTrack {
+            name: "gone".into(),
+        };
+        registry.round_finished(&kept);
+        registry.round_finished(&gone);
+        registry.remove(&gone);
+
+        registry.request_round(&gone);
+        registry.request_round(&kept);
+
+        assert!(
+            registry.get(&gone).is_none(),
+            "a removed (or forgotten) source stays without a record"
+        );
+        assert!(registry.get(&kept).is_some_and(|r| r.full_round_requested));
+        // The controllers are still asked: a round of a source without a record is a full one.
+        assert_eq!(triggers.try_recv().ok(), Some(gone));
+        assert_eq!(triggers.try_recv().ok(), Some(kept));
     }
 }
