@@ -176,3 +176,62 @@ proptest! {
         prop_assert_eq!(pattern.matches(&other), key == other);
     }
 }
+
+/// One namespace of a generated tree: its name and the labels that link it upstream.
+fn linked_namespace() -> impl Strategy<Value = arbor_policy::propagation::namespace::NamespaceState>
+{
+    let name = || prop::sample::select(vec!["a", "b", "c", "d", "e", "f"]);
+    (
+        name(),
+        prop::option::of(prop::sample::select(vec!["root", "template", "bogus"])),
+        prop::option::of(name()),
+        prop::option::of(name()),
+    )
+        .prop_map(|(name, kind, parent, template)| {
+            let keys = arbor_policy::keys::Keys::default();
+            let mut namespace = arbor_policy::propagation::namespace::NamespaceState::new(name);
+            if let Some(kind) = kind {
+                namespace = namespace.with_label(&keys.type_label, kind);
+            }
+            if let Some(parent) = parent {
+                namespace = namespace.with_label(&keys.parent_label, parent);
+            }
+            if let Some(template) = template {
+                namespace = namespace.with_label(&keys.template_label, template);
+            }
+            namespace
+        })
+}
+
+proptest! {
+    /// The downstream the tree keeps beside its namespaces is what a scan of every namespace
+    /// finds, however the tree came to be: built at once, or edited one namespace at a time
+    /// (a namespace replaced by one linked elsewhere, or no longer linked, leaves its old
+    /// upstream's children).
+    #[test]
+    fn children_are_the_namespaces_whose_upstream_names_the_namespace(
+        built in prop::collection::vec(linked_namespace(), 0..8),
+        edits in prop::collection::vec(linked_namespace(), 0..8),
+    ) {
+        use arbor_policy::propagation::tree::NamespaceTree;
+        let keys = arbor_policy::keys::Keys::default();
+        let mut tree = NamespaceTree::new(&keys, built);
+        for edit in edits {
+            tree = tree.with_namespace(edit);
+        }
+        let rebuilt = NamespaceTree::new(&keys, tree.namespaces().cloned());
+        for name in ["a", "b", "c", "d", "e", "f", "root", "template", "bogus"] {
+            let scanned: Vec<&str> = tree
+                .namespaces()
+                .filter(|ns| {
+                    ns.role(&keys)
+                        .upstream()
+                        .is_some_and(|upstream| upstream.name() == name)
+                })
+                .map(|ns| ns.name.as_str())
+                .collect();
+            prop_assert_eq!(tree.children(name), scanned.clone(), "edited tree, {}", name);
+            prop_assert_eq!(rebuilt.children(name), scanned, "rebuilt tree, {}", name);
+        }
+    }
+}

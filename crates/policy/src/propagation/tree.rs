@@ -19,10 +19,17 @@ use super::namespace::{NamespaceState, Role, RoleKind, Upstream};
 use super::subnamespace::SubNamespace;
 
 /// Every namespace of the cluster, read through one key domain.
+///
+/// Each namespace's downstream (the namespaces whose upstream link names it) is kept beside
+/// the namespaces, so [`Self::children`] costs the number of children, not the size of the
+/// cluster: the hierarchy asks it for every object event, so a scan of every namespace there
+/// made one edit propagated to n namespaces cost n² role lookups.
 #[derive(Debug, Clone)]
 pub struct NamespaceTree {
     keys: Keys,
     namespaces: BTreeMap<String, NamespaceState>,
+    /// Upstream name → the names of the namespaces linked to it, sorted.
+    downstream: BTreeMap<String, Vec<String>>,
 }
 
 /// Why the tree cannot answer for a namespace.
@@ -65,13 +72,40 @@ pub enum UpstreamChain {
 
 impl NamespaceTree {
     pub fn new(keys: &Keys, namespaces: impl IntoIterator<Item = NamespaceState>) -> Self {
-        Self {
-            keys: keys.clone(),
-            namespaces: namespaces
+        Self::linked(
+            keys,
+            namespaces
                 .into_iter()
                 .map(|ns| (ns.name.clone(), ns))
                 .collect(),
+        )
+    }
+
+    /// The tree of `namespaces` with each one's downstream found.
+    fn linked(keys: &Keys, namespaces: BTreeMap<String, NamespaceState>) -> Self {
+        let mut downstream: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        // In name order, so each list comes out sorted.
+        for namespace in namespaces.values() {
+            if let Some(upstream) = namespace.role(keys).upstream() {
+                downstream
+                    .entry(upstream.name().to_owned())
+                    .or_default()
+                    .push(namespace.name.clone());
+            }
         }
+        Self {
+            keys: keys.clone(),
+            namespaces,
+            downstream,
+        }
+    }
+
+    /// The name `namespace` links to, if any.
+    fn upstream_name(&self, namespace: &NamespaceState) -> Option<String> {
+        namespace
+            .role(&self.keys)
+            .upstream()
+            .map(|upstream| upstream.name().to_owned())
     }
 
     /// The tree of `namespaces` plus the `pending` SubNamespaces whose namespaces do not exist
@@ -81,13 +115,16 @@ impl NamespaceTree {
         namespaces: impl IntoIterator<Item = NamespaceState>,
         pending: impl IntoIterator<Item = SubNamespace>,
     ) -> Self {
-        let mut tree = Self::new(keys, namespaces);
+        let mut namespaces: BTreeMap<String, NamespaceState> = namespaces
+            .into_iter()
+            .map(|ns| (ns.name.clone(), ns))
+            .collect();
         for sub in pending {
             let state =
                 NamespaceState::new(&sub.name).with_label(&keys.parent_label, &sub.namespace);
-            tree.namespaces.entry(sub.name).or_insert(state);
+            namespaces.entry(sub.name).or_insert(state);
         }
-        tree
+        Self::linked(keys, namespaces)
     }
 
     pub fn keys(&self) -> &Keys {
@@ -115,7 +152,23 @@ impl NamespaceTree {
     /// as it would be if an admission request were allowed.
     pub fn with_namespace(&self, namespace: NamespaceState) -> Self {
         let mut tree = self.clone();
-        tree.namespaces.insert(namespace.name.clone(), namespace);
+        let upstream = tree.upstream_name(&namespace);
+        let name = namespace.name.clone();
+        let replaced = tree.namespaces.insert(name.clone(), namespace);
+        if let Some(before) = replaced.and_then(|old| tree.upstream_name(&old))
+            && let Some(linked) = tree.downstream.get_mut(&before)
+        {
+            linked.retain(|linked| *linked != name);
+            if linked.is_empty() {
+                tree.downstream.remove(&before);
+            }
+        }
+        if let Some(upstream) = upstream {
+            let linked = tree.downstream.entry(upstream).or_default();
+            if let Err(at) = linked.binary_search(&name) {
+                linked.insert(at, name);
+            }
+        }
         tree
     }
 
@@ -132,11 +185,10 @@ impl NamespaceTree {
     /// Namespaces whose upstream is `name`: the namespaces that receive its labels,
     /// annotations and object copies.
     pub fn children(&self, name: &str) -> Vec<&str> {
-        self.names_where(|ns| {
-            ns.role(&self.keys)
-                .upstream()
-                .is_some_and(|up| up.name() == name)
-        })
+        self.downstream
+            .get(name)
+            .map(|linked| linked.iter().map(String::as_str).collect())
+            .unwrap_or_default()
     }
 
     fn names_where(&self, keep: impl Fn(&NamespaceState) -> bool) -> Vec<&str> {
