@@ -24,6 +24,7 @@
 mod discovery;
 pub mod error;
 pub mod object;
+pub mod skimmed_reply;
 mod write;
 
 pub use discovery::{Discovery, ServedKind};

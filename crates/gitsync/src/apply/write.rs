@@ -5,7 +5,7 @@ use arbor_policy::keys::ManagementLabel;
 use arbor_policy::object::GroupVersionKind;
 use arbor_policy::sync::{Action, CompareFields, Decision, Situation, decide};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{DeleteParams, PatchParams, Preconditions};
 use kube::core::DynamicObject;
 use serde_json::Value;
 
@@ -176,12 +176,10 @@ impl Applier {
         let mut params = PatchParams::apply(GITSYNC_FIELD_MANAGER);
         params.force = force;
         let verb = if force { "update" } else { "create" };
-        // The reply (the whole object, managedFields too) is not kept: no caller reads it, and a
-        // round holds many outcomes at once.
-        api.patch(target.name, &params, &Patch::Apply(desired))
+        // The reply (the whole object, managedFields too) is skimmed: no caller reads it.
+        super::skimmed_reply::apply(&api, target.name, &params, desired)
             .await
-            .map_err(|source| write_error(verb, target, source))?;
-        Ok(())
+            .map_err(|source| write_error(verb, target, source))
     }
 
     async fn delete(

@@ -31,7 +31,7 @@ use arbor_policy::sync::{Action, CompareFields};
 use arbor_runtime::decode::DecodeError;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Resource};
 use serde_json::{Value, json};
 
@@ -42,7 +42,7 @@ use super::plan::PlannedObject;
 use super::source_cache::{CachedSource, Freshness};
 use super::source_handle::SourceHandle;
 use super::tracking_record::{Declaration, TrackingRecord, TrackingResource, data_digest};
-use crate::apply::{ApplyError, Target};
+use crate::apply::{ApplyError, Target, skimmed_reply};
 
 /// Name (under the key domain) of the annotation recording the source's deletion policy on a
 /// tracking object, for when the source is gone.
@@ -376,16 +376,15 @@ async fn write_tracking<K>(
     create: bool,
 ) -> Result<Option<String>, kube::Error>
 where
-    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: Resource + Clone,
 {
-    let written = if create {
-        let object: K = serde_json::from_value(desired.clone()).map_err(kube::Error::SerdeError)?;
-        api.create(&PostParams::default(), &object).await?
+    // Only the resourceVersion of the reply is read: the rest is the declared object again.
+    if create {
+        skimmed_reply::create_versioned(api, desired).await
     } else {
         let params = PatchParams::apply(GITSYNC_FIELD_MANAGER).force();
-        api.patch(name, &params, &Patch::Apply(desired)).await?
-    };
-    Ok(written.meta().resource_version.clone())
+        skimmed_reply::apply_versioned(api, name, &params, desired).await
+    }
 }
 
 fn is_current(existing: &Tracked, desired: &Value) -> bool {
