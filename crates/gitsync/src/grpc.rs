@@ -30,6 +30,17 @@
 //! to be retried at another replica. Where the holder cannot be reached (it did not
 //! advertise an address), TriggerSync answers `FailedPrecondition` naming it (also in the
 //! `arbor-shard-holder` metadata), or `Unavailable` while no replica holds the shard.
+//!
+//! ## A drift re-apply and the Leases
+//!
+//! A re-apply is work the replica's shutdown waits for before it gives up its Leases
+//! ([`arbor_runtime::shutdown`]), so the next holder's first round never writes beside it.
+//! Once stopping begins no re-apply starts (the rest of a batch is left to the other
+//! replicas), one waiting for its round lock or reading the object sends no write, and one
+//! whose write was sent is waited for at most [`CORRECTION_STOP_PATIENCE`]; after that it is
+//! given up, logged and counted (`arbor_gitsync_drift_corrections_abandoned_total`), and since
+//! the API server may still carry the write out, the Lease is left to expire rather than
+//! released. Either way the report is answered before the server closes.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -44,7 +55,7 @@ use arbor_proto::from_kube;
 use arbor_proto::v1::sync_service_client::SyncServiceClient;
 use arbor_proto::v1::sync_service_server::{SyncService, SyncServiceServer};
 use arbor_proto::v1::{self as proto, ManagedState};
-use tokio_util::sync::CancellationToken;
+use arbor_runtime::Shutdown;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
@@ -64,6 +75,10 @@ const TRIGGER_PATIENCE: Duration = Duration::from_secs(120);
 /// its `QUESTION_PATIENCE`. A round of the source after the one in progress corrects what is
 /// left.
 const DRIFT_ROUND_PATIENCE: Duration = Duration::from_secs(2);
+/// How long a drift re-apply whose write was sent may take to be answered once the replica
+/// begins to stop: one write (the client's own timeouts bound it too, but far later), well
+/// within the shutdown grace period (20 s by default), so that stopping stays bounded.
+pub const CORRECTION_STOP_PATIENCE: Duration = Duration::from_secs(10);
 /// The gRPC metadata key naming the replica that holds a source's shard, when a request
 /// reached another one.
 pub const SHARD_HOLDER: &str = "arbor-shard-holder";
@@ -73,22 +88,23 @@ pub const SHARD_HOLDER: &str = "arbor-shard-holder";
 pub struct SyncServiceImpl {
     ctx: Context,
     peers: PeerReplicas,
-    /// Cancelled when the replica starts stopping: no new work from then on.
-    stopping: CancellationToken,
+    /// The replica's shutdown: once it starts, no new work; a drift correction runs as work
+    /// it waits for before the Leases are given up.
+    shutdown: Shutdown,
 }
 
 impl SyncServiceImpl {
-    pub fn new(ctx: Context, peers: PeerReplicas, stopping: CancellationToken) -> Self {
+    pub fn new(ctx: Context, peers: PeerReplicas, shutdown: Shutdown) -> Self {
         Self {
             ctx,
             peers,
-            stopping,
+            shutdown,
         }
     }
 
     /// Refuses a request that would start work once this replica is stopping.
     fn refuse_while_stopping(&self) -> Result<(), Status> {
-        if self.stopping.is_cancelled() {
+        if self.shutdown.is_shutting_down() {
             return Err(Status::unavailable(format!(
                 "replica {} is stopping and starts no work; retry at another replica",
                 self.ctx.shards.identity()
@@ -242,33 +258,43 @@ enum Correction {
     /// Not corrected here: the source's record of the object has no declaration (logged). A
     /// full round, asked for, rebuilds the record from the source's last good state.
     Declined,
-    /// The shard of the source was lost or is being given up: its next holder's first round,
-    /// a full one, corrects the object.
+    /// The shard of the source was lost or is being given up (this replica stops), before
+    /// the write was sent: its next holder's first round, a full one, corrects the object.
     ShardLeft,
+    /// The write was sent, but not answered within [`CORRECTION_STOP_PATIENCE`] once this
+    /// replica began to stop, and was given up (logged, counted): it may still land, so the
+    /// Lease is left to expire rather than released ([`Shutdown::withhold_release`]).
+    Abandoned,
 }
 
 /// Re-applies `key`, reported drifted by `reporter`, as `source` declares it, in a task of its
 /// own: an RPC cancelled midway (its caller gone, or a forwarding replica's patience spent)
 /// drops its handler, and a correction dropped with it would release the round lock with its
-/// write still in flight, which could then land after the next round's write.
+/// write still in flight, which could then land after the next round's write. The task is
+/// work the replica's shutdown waits for before it gives up its Leases, so the next holder's
+/// first round never runs beside its write: once stopping begins, a correction that has not
+/// sent its write sends none, and one that has is waited for at most
+/// [`CORRECTION_STOP_PATIENCE`].
 async fn correct_drift_detached(
     ctx: &Context,
+    shutdown: &Shutdown,
     admitted: shard::Admitted,
     source: &SourceRef,
     key: &ObjectKey,
     reporter: &str,
     deadline: tokio::time::Instant,
-) -> Correction {
+) -> Result<Correction, Status> {
     let (ctx, source, key, reporter) = (
         ctx.clone(),
         source.clone(),
         key.clone(),
         reporter.to_owned(),
     );
-    let correction = tokio::spawn(async move {
+    let stopping = shutdown.clone();
+    let correction = shutdown.spawn(async move {
         admitted
             .while_held(correct_drift(
-                &ctx, &admitted, &source, &key, &reporter, deadline,
+                &ctx, &stopping, &admitted, &source, &key, &reporter, deadline,
             ))
             .await
             .unwrap_or_else(|| {
@@ -277,10 +303,17 @@ async fn correct_drift_detached(
             })
     });
     match correction.await {
-        Ok(correction) => correction,
-        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        Ok(correction) => Ok(correction),
+        // Answered as this request's failure: unwinding here would end the connection's task,
+        // and every other stream on the connection with it.
+        Err(error) if error.is_panic() => {
+            tracing::error!(%error, "re-applying a drifted object panicked");
+            Err(Status::internal(format!(
+                "re-applying a drifted object panicked: {error}"
+            )))
+        }
         // Cancelled only as the runtime shuts down, the replica with it.
-        Err(_) => Correction::ShardLeft,
+        Err(_) => Ok(Correction::ShardLeft),
     }
 }
 
@@ -288,24 +321,32 @@ async fn correct_drift_detached(
 /// do, and reads the declaration only once holding it: a re-apply computed from one commit
 /// never lands after a round applied the next. A source whose round holds the lock is waited
 /// for until `deadline`. Whatever is not written here is left to a full round of the source,
-/// asked for before returning.
+/// asked for before returning. Every step before the write stops as soon as `shutdown` begins
+/// (checked inside the tracked task, so a correction spawned after the shutdown's wait for its
+/// work ended sees it begun too, and writes nothing).
 async fn correct_drift(
     ctx: &Context,
+    shutdown: &Shutdown,
     admitted: &shard::Admitted,
     source: &SourceRef,
     key: &ObjectKey,
     reporter: &str,
     deadline: tokio::time::Instant,
 ) -> Correction {
+    let stopping = shutdown.token();
     let lock = ctx.registry.round_lock(source);
-    let Ok(_round) = tokio::time::timeout_at(deadline, lock.lock_owned()).await else {
+    let Some(locked) = stopping
+        .run_until_cancelled(tokio::time::timeout_at(deadline, lock.lock_owned()))
+        .await
+    else {
+        return stopped(source, key);
+    };
+    let Ok(_round) = locked else {
         tracing::info!(object = %key, %source, "drift reported while a round of its source runs; a round after it corrects the object");
-        ctx.registry.request_round(source);
-        return Correction::LeftToRound;
+        return leave_to_round(ctx, admitted, source, key, Correction::LeftToRound);
     };
     // The wait may have outlasted the shard: its next holder corrects the object.
-    if !admitted.guard.still_held() {
-        tracing::info!(object = %key, %source, "drift reported for a source whose shard this replica is giving up");
+    if shard_left(admitted, source, key) {
         return Correction::ShardLeft;
     }
     let Some((record, apply_as)) = ctx
@@ -320,8 +361,7 @@ async fn correct_drift(
     };
     let Some(desired) = record.desired(&ctx.settings, source, key.namespace.as_deref()) else {
         tracing::warn!(object = %key, %source, "drift not corrected: the declaration of the object is missing from the state of its source; a round of the source, asked for now, rebuilds it");
-        ctx.registry.request_round(source);
-        return Correction::Declined;
+        return leave_to_round(ctx, admitted, source, key, Correction::Declined);
     };
     let compare = CompareFields::parse(&record.compare_fields).unwrap_or_default();
     let target = Target {
@@ -340,12 +380,27 @@ async fn correct_drift(
         Ok(applier) => applier,
         Err(message) => {
             tracing::warn!(object = %key, %source, %message, "cannot re-apply a drifted object; a round of the source, asked for now, does");
-            ctx.registry.request_round(source);
-            return Correction::LeftToRound;
+            return leave_to_round(ctx, admitted, source, key, Correction::LeftToRound);
         }
     };
-    let synced = match applier.live(&target).await {
-        Ok(live) => applier.sync_object(&target, live.as_ref()).await,
+    let Some(live) = stopping.run_until_cancelled(applier.live(&target)).await else {
+        return stopped(source, key);
+    };
+    let synced = match live {
+        // No write begins once stopping; one begun is waited for, within a bound.
+        Ok(_) if stopping.is_cancelled() => return stopped(source, key),
+        Ok(live) => {
+            let Some(synced) =
+                answered_while_stopping(shutdown, applier.sync_object(&target, live.as_ref()))
+                    .await
+            else {
+                ctx.metrics.drift_corrections_abandoned.inc();
+                tracing::warn!(object = %key, %source, patience = ?CORRECTION_STOP_PATIENCE, "re-applying a drifted object was not answered in time as this replica stops, and was given up; the write may still land, so the Lease is left to expire rather than released");
+                shutdown.withhold_release();
+                return Correction::Abandoned;
+            };
+            synced
+        }
         Err(error) => Err(error),
     };
     match synced {
@@ -356,10 +411,57 @@ async fn correct_drift(
         Err(error) => {
             ctx.metrics.count_error(error.code());
             tracing::warn!(object = %key, %error, "re-applying a drifted object failed; a round of the source, asked for now, writes it again");
-            ctx.registry.request_round(source);
-            Correction::LeftToRound
+            leave_to_round(ctx, admitted, source, key, Correction::LeftToRound)
         }
     }
+}
+
+/// Waits for `write`, already sent or about to be, however long while this replica runs, and
+/// at most [`CORRECTION_STOP_PATIENCE`] once `shutdown` begins; `None` when that ran out.
+async fn answered_while_stopping<F: std::future::Future>(
+    shutdown: &Shutdown,
+    write: F,
+) -> Option<F::Output> {
+    let stopping = shutdown.token();
+    tokio::pin!(write);
+    tokio::select! {
+        biased;
+        answer = &mut write => Some(answer),
+        () = stopping.cancelled() => tokio::time::timeout(CORRECTION_STOP_PATIENCE, write).await.ok(),
+    }
+}
+
+/// A correction not made because this replica stops (logged): the next holder of the shard
+/// corrects the object in its first round.
+fn stopped(source: &SourceRef, key: &ObjectKey) -> Correction {
+    tracing::info!(object = %key, %source, "drift reported as this replica stops; the next holder of its shard corrects it");
+    Correction::ShardLeft
+}
+
+/// Leaves `key` to a full round of `source`, asked for now, as `left`; unless the shard of
+/// the source was lost meanwhile: its next holder's first round, a full one, corrects the
+/// object, and this replica, which forgets the sources of shards it gave up, asks for nothing.
+fn leave_to_round(
+    ctx: &Context,
+    admitted: &shard::Admitted,
+    source: &SourceRef,
+    key: &ObjectKey,
+    left: Correction,
+) -> Correction {
+    if shard_left(admitted, source, key) {
+        return Correction::ShardLeft;
+    }
+    ctx.registry.request_round(source);
+    left
+}
+
+/// Whether the shard of `source` is no longer held (logged).
+fn shard_left(admitted: &shard::Admitted, source: &SourceRef, key: &ObjectKey) -> bool {
+    let left = !admitted.guard.still_held();
+    if left {
+        tracing::info!(object = %key, %source, "drift reported for a source whose shard this replica is giving up");
+    }
+    left
 }
 
 /// Whether a drift of an object in this state is corrected: not an ignored one, nor one that
@@ -925,6 +1027,12 @@ impl SyncService for SyncServiceImpl {
         // does not hold: another replica may place them.
         let mut unplaced = Vec::new();
         for event in &request.get_ref().events {
+            // Stopping may start midway through a batch: the rest is left to other replicas,
+            // as a report that came after it would be.
+            if self.shutdown.is_shutting_down() {
+                unplaced.push(event.clone());
+                continue;
+            }
             let (key, _) = object_key(event.object.as_ref())?;
             let declarations = self.ctx.registry.declarations(&key);
             let Some((source, _, _)) = declarations
@@ -943,13 +1051,14 @@ impl SyncService for SyncServiceImpl {
             };
             let correction = correct_drift_detached(
                 &self.ctx,
+                &self.shutdown,
                 admitted,
                 &source,
                 &key,
                 &event.reporter,
                 deadline,
             )
-            .await;
+            .await?;
             if correction != Correction::Declined {
                 accepted += 1;
             }

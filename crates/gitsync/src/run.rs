@@ -11,7 +11,8 @@
 //! ([`crate::controller::shard`]).
 //!
 //! Stopping goes in an order that never leaves a shard with no one to answer for it longer
-//! than its hand-over: the controllers stop first, then the shard Leases are given up, and
+//! than its hand-over: the controllers and the drift re-applies in flight
+//! ([`crate::grpc`]) stop first, then the shard Leases are given up, and
 //! only then does the `SyncService` server close ([`arbor_runtime::shutdown`]). Meanwhile the
 //! server answers questions about the shards whose Leases this replica still holds, from what
 //! its rounds recorded (nobody else writes for those shards until the Leases are given up),
@@ -259,7 +260,7 @@ pub async fn start(
                     component.tls().cloned(),
                     component.grpc_peer_server_name().map(str::to_owned),
                 ),
-                token.clone(),
+                component.shutdown().clone(),
             )
             .into_server(),
         ))

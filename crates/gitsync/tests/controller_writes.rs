@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use arbor_api::keys::SourceRef;
 use arbor_gitsync::controller::registry::Declared;
 use arbor_kube_emu::faults::{Fault, FaultEffect};
@@ -281,6 +282,22 @@ async fn report(instance: &Instance, names: &[&str]) -> anyhow::Result<proto::Re
         .into_inner())
 }
 
+/// The PATCHes of ConfigMap `foo/name` the API server answered since its accounting was last
+/// reset, as their indices in its request log.
+fn patches_of(cluster: &Cluster, name: &str) -> Vec<usize> {
+    cluster
+        .emu
+        .requests()
+        .snapshot()
+        .iter()
+        .enumerate()
+        .filter(|(_, record)| {
+            record.verb == "patch" && record.resource == "configmaps" && record.name == name
+        })
+        .map(|(index, _)| index)
+        .collect()
+}
+
 /// A drift report of ConfigMap `foo/name`, as the observer sends it.
 fn drifted(name: &str) -> proto::DriftEvent {
     proto::DriftEvent {
@@ -489,24 +506,182 @@ async fn a_drift_report_given_up_by_its_caller_still_holds_the_round_lock_until_
     tamper(&cluster, "cm-2").await?;
     repo.write("cm-2.yaml", &configmap(None, "cm-2", "2"))?;
     let next = repo.commit("change cm-2")?;
+    cluster.emu.requests().reset();
     hold_the_next(&cluster, "patch", HELD);
+    let faults = cluster.emu.faults();
     let mut grpc = instance.grpc().await?;
-    let asked = Instant::now();
     let mut request = tonic::Request::new(proto::ReportDriftRequest {
         events: vec![drifted("cm-2")],
     });
     request.set_timeout(Duration::from_millis(500));
     let given_up = grpc.report_drift(request).await;
     assert!(given_up.is_err(), "{given_up:?}");
-    assert_eq!(cluster.emu.faults().fired(), [1], "the re-apply is held");
+    eventually("the re-apply to be held by the API server", || async {
+        Ok((faults.fired() == vec![1]).then_some(()))
+    })
+    .await?;
     cluster.synced(&instance, &source, &next).await?;
-    // Until the held write has been answered, and a moment for it to land.
-    tokio::time::sleep(
-        (asked + HELD + Duration::from_millis(500)).saturating_duration_since(Instant::now()),
-    )
-    .await;
+    // Both writes of cm-2 answered, the held re-apply and the round's, in whichever order
+    // they landed.
+    eventually("the held re-apply and the round to write cm-2", || async {
+        Ok((patches_of(&cluster, "cm-2").len() >= 2).then_some(()))
+    })
+    .await?;
     assert_eq!(configmaps.get("cm-2").await?.data["data"]["value"], "2");
     instance.stop().await;
+    Ok(())
+}
+
+/// A leader (leader election on, one shard: the chart's default) that synced ConfigMap
+/// `foo/cm-2`, which was then tampered with; the API server's request accounting is reset.
+async fn leader_with_a_drifted_configmap() -> anyhow::Result<(Cluster, Instance)> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("cm-2.yaml", &configmap(None, "cm-2", "1"))?;
+    let commit = repo.commit("declared")?;
+    let instance = start_instance(
+        cluster.client.clone(),
+        true,
+        &["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"],
+    )
+    .await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &commit).await?;
+    tamper(&cluster, "cm-2").await?;
+    cluster.emu.requests().reset();
+    Ok((cluster, instance))
+}
+
+/// Reports `foo/cm-2` drifted in a task of its own, once the API server holds the next `verb`
+/// request on ConfigMaps for `delay`; returns when the report's request is held.
+async fn report_held_at(
+    cluster: &Cluster,
+    instance: &Instance,
+    verb: &str,
+    delay: Duration,
+) -> anyhow::Result<
+    tokio::task::JoinHandle<Result<tonic::Response<proto::ReportDriftResponse>, tonic::Status>>,
+> {
+    hold_the_next(cluster, verb, delay);
+    let faults = cluster.emu.faults();
+    let mut grpc = instance.grpc().await?;
+    let report = tokio::spawn(async move {
+        grpc.report_drift(proto::ReportDriftRequest {
+            events: vec![drifted("cm-2")],
+        })
+        .await
+    });
+    eventually(&format!("the report's {verb} to be held"), || async {
+        Ok((faults.fired() == vec![1]).then_some(()))
+    })
+    .await?;
+    Ok(report)
+}
+
+/// The holder of gitsync's Lease (`None` once given up), and the index of its last write in
+/// the API server's request log.
+async fn gitsync_lease(cluster: &Cluster) -> anyhow::Result<(Option<String>, Option<usize>)> {
+    let lease = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        cluster.client.clone(),
+        "arbor-system",
+    )
+    .get("arbor-gitsync")
+    .await?;
+    let holder = lease
+        .spec
+        .and_then(|spec| spec.holder_identity)
+        .filter(|holder| !holder.is_empty());
+    let last_write = cluster
+        .emu
+        .requests()
+        .snapshot()
+        .iter()
+        .rposition(|record| {
+            record.resource == "leases" && ["update", "patch"].contains(&record.verb.as_str())
+        });
+    Ok((holder, last_write))
+}
+
+/// Issue 22 (second review): a drift re-apply is work the replica's shutdown waits for. A
+/// leader stopped while the API server holds a report's re-apply gives up its Lease only once
+/// the re-apply was answered, so the next leader's first round never runs beside it; the
+/// report is answered. Before, the re-apply ran in a task shutdown did not know of, and the
+/// Lease was released under it.
+#[tokio::test]
+async fn a_stopping_leader_gives_up_its_lease_only_once_a_drift_reapply_in_flight_was_answered()
+-> anyhow::Result<()> {
+    let (cluster, instance) = leader_with_a_drifted_configmap().await?;
+    let report = report_held_at(&cluster, &instance, "patch", Duration::from_secs(3)).await?;
+    instance.stop().await;
+
+    let (holder, released) = gitsync_lease(&cluster).await?;
+    assert_eq!(holder, None, "the Lease was given up");
+    let released = released.context("no write of the Lease")?;
+    // Waited for, so that a Lease given up too early shows as the order below.
+    let reapplied = eventually("the held re-apply to be answered", || async {
+        Ok(patches_of(&cluster, "cm-2").first().copied())
+    })
+    .await?;
+    assert!(
+        reapplied < released,
+        "the Lease was given up (request {released}) before the re-apply was answered (request {reapplied})"
+    );
+    assert_eq!(report.await??.into_inner().accepted, 1);
+    Ok(())
+}
+
+/// Issue 22 (second review): no re-apply starts once the replica stops. A report whose read of
+/// the object the API server holds as the leader stops sends no write: the leader gives up its
+/// Lease without waiting for the read, and the next leader's first round corrects the object.
+#[tokio::test]
+async fn a_drift_reapply_not_yet_sent_when_the_leader_stops_is_never_sent() -> anyhow::Result<()> {
+    let (cluster, instance) = leader_with_a_drifted_configmap().await?;
+    let report = report_held_at(&cluster, &instance, "get", Duration::from_secs(3)).await?;
+    let stopping = Instant::now();
+    instance.stop().await;
+
+    assert!(
+        stopping.elapsed() < Duration::from_secs(3),
+        "the stop waited {:?}, for the held read",
+        stopping.elapsed()
+    );
+    assert_eq!(
+        gitsync_lease(&cluster).await?.0,
+        None,
+        "the Lease was given up"
+    );
+    assert_eq!(report.await??.into_inner().accepted, 1);
+    assert_eq!(patches_of(&cluster, "cm-2"), Vec::<usize>::new());
+    Ok(())
+}
+
+/// Issue 22 (second review): stopping is bounded. A re-apply the API server does not answer
+/// is waited for 10 s (`CORRECTION_STOP_PATIENCE`) once the leader stops, then given up,
+/// logged and counted; since the write may still land, the Lease is not given up under it but
+/// left to expire (the process exits).
+#[tokio::test]
+async fn a_drift_reapply_stuck_as_the_leader_stops_is_given_up_and_leaves_the_lease_to_expire()
+-> anyhow::Result<()> {
+    let (cluster, instance) = leader_with_a_drifted_configmap().await?;
+    let metrics = instance.running().context().metrics.clone();
+    let report = report_held_at(&cluster, &instance, "patch", Duration::from_secs(15)).await?;
+    let stopping = Instant::now();
+    instance.stop().await;
+
+    let stopped = stopping.elapsed();
+    assert!(
+        stopped >= arbor_gitsync::grpc::CORRECTION_STOP_PATIENCE
+            && stopped < arbor_gitsync::grpc::CORRECTION_STOP_PATIENCE + Duration::from_secs(4),
+        "stopped after {stopped:?}"
+    );
+    assert_eq!(metrics.drift_corrections_abandoned.get(), 1);
+    assert!(
+        gitsync_lease(&cluster).await?.0.is_some(),
+        "the Lease was given up while the re-apply may still land"
+    );
+    assert_eq!(report.await??.into_inner().accepted, 1);
     Ok(())
 }
 

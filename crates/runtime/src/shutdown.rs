@@ -11,6 +11,9 @@
 //! let a successor lead beside it, two writers on one object: the hazard client-go warns of
 //! for `ReleaseOnCancel`. When the grace period runs out with work still in flight, nothing is
 //! released: the Lease then expires on its own, after the process (and its writers) are gone.
+//! The same holds when tracked work gave up, at a bound of its own, a write it had already sent
+//! ([`Shutdown::withhold_release`]): the API server may still carry it out, so the Lease is
+//! left to expire rather than handed over under it.
 //!
 //! Servers that answer questions about the work ([`Shutdown::spawn_server`], the gRPC server)
 //! outlast both phases: they stop ([`Shutdown::serving_token`]) only once the Lease is
@@ -19,6 +22,8 @@
 //! Lease changes hands.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -31,6 +36,9 @@ pub enum Drained {
     Completed,
     /// The grace period ran out with tasks still running.
     TimedOut { still_running: usize },
+    /// Every tracked task finished, but one gave up a write it had sent
+    /// ([`Shutdown::withhold_release`]): nothing was released.
+    Withheld,
 }
 
 /// The process-wide shutdown signal and the tasks that must finish before exit.
@@ -43,6 +51,8 @@ pub struct Shutdown {
     releases: TaskTracker,
     serving: CancellationToken,
     servers: TaskTracker,
+    /// Set by [`Shutdown::withhold_release`].
+    withheld: Arc<AtomicBool>,
 }
 
 impl Shutdown {
@@ -55,6 +65,7 @@ impl Shutdown {
             releases: TaskTracker::new(),
             serving: CancellationToken::new(),
             servers: TaskTracker::new(),
+            withheld: Arc::default(),
         }
     }
 
@@ -79,6 +90,13 @@ impl Shutdown {
         F::Output: Send + 'static,
     {
         self.tasks.spawn(task)
+    }
+
+    /// Tells shutdown that tracked work gave up a write it had already sent (a bound of its own
+    /// ran out): the API server may still carry it out, so nothing is released, as when the
+    /// grace period runs out, and the Lease expires on its own once this process is gone.
+    pub fn withhold_release(&self) {
+        self.withheld.store(true, Ordering::SeqCst);
     }
 
     /// Cancelled once the tracked work has finished: the signal for what must outlast every
@@ -132,13 +150,14 @@ impl Shutdown {
     }
 
     /// Waits for shutdown to start, then for tracked tasks, at most the grace period; then,
-    /// only if they all finished, releases (the second phase), again at most the grace period;
+    /// only if they all finished and none gave up a write ([`Shutdown::withhold_release`]),
+    /// releases (the second phase), again at most the grace period;
     /// then stops the servers (at most the grace period again when the work finished).
     pub async fn drain(&self) -> Drained {
         let drained = self.drain_work().await;
         self.serving.cancel();
         self.servers.close();
-        if drained == Drained::Completed
+        if !matches!(drained, Drained::TimedOut { .. })
             && tokio::time::timeout(self.grace, self.servers.wait())
                 .await
                 .is_err()
@@ -159,6 +178,12 @@ impl Shutdown {
             tracing::warn!(still_running, grace = ?self.grace, "grace period over; exiting with work in flight, leaving the Lease to expire rather than releasing it under a running writer");
             return Drained::TimedOut { still_running };
         }
+        if self.withheld.load(Ordering::SeqCst) {
+            tracing::warn!(
+                "work gave up a write it had sent; leaving the Lease to expire rather than releasing it while the write may still land"
+            );
+            return Drained::Withheld;
+        }
         self.release.cancel();
         self.releases.close();
         if tokio::time::timeout(self.grace, self.releases.wait())
@@ -174,8 +199,6 @@ impl Shutdown {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
 
     /// Tracked work that outlives the signal, such as finishing an apply; the flag says it
     /// finished.
@@ -252,6 +275,20 @@ mod tests {
             Drained::TimedOut { still_running: 1 }
         );
         assert!(!shutdown.release_token().is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn nothing_is_released_once_work_gave_up_a_write_it_had_sent() {
+        let shutdown = Shutdown::new(Duration::from_secs(30));
+        let (token, giving_up) = (shutdown.token(), shutdown.clone());
+        shutdown.spawn(async move {
+            token.cancelled().await;
+            giving_up.withhold_release();
+        });
+        shutdown.trigger();
+        assert_eq!(shutdown.drain().await, Drained::Withheld);
+        assert!(!shutdown.release_token().is_cancelled());
+        assert!(shutdown.serving_token().is_cancelled());
     }
 
     #[tokio::test]

@@ -37,6 +37,10 @@ pub struct Metrics {
     pub undecodable: DecodeFailures,
     /// Shards held and rounds started, per shard (`--shards`).
     pub shards: ShardMetrics,
+    /// Drift corrections (gRPC `ReportDrift`) whose write had not been answered
+    /// [`CORRECTION_STOP_PATIENCE`](crate::grpc::CORRECTION_STOP_PATIENCE) after the replica
+    /// began to stop, and that were given up.
+    pub drift_corrections_abandoned: Counter,
 }
 
 impl Default for Metrics {
@@ -48,6 +52,7 @@ impl Default for Metrics {
             errors: Family::default(),
             undecodable: DecodeFailures::default(),
             shards: ShardMetrics::default(),
+            drift_corrections_abandoned: Counter::default(),
         }
     }
 }
@@ -72,6 +77,12 @@ impl Metrics {
             metrics.commit_to_applied.clone(),
         );
         registry.register("errors", "Sync errors by code", metrics.errors.clone());
+        registry.register(
+            "drift_corrections_abandoned",
+            "Drift re-applies whose write was not answered 10 s after the replica began to stop \
+             and that were given up (the write may still land; the Lease is left to expire)",
+            metrics.drift_corrections_abandoned.clone(),
+        );
         Self {
             undecodable: DecodeFailures::register(registry),
             shards: ShardMetrics::register(
