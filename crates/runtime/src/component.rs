@@ -16,8 +16,8 @@
 //!
 //! ## A lost Lease ends the process
 //!
-//! When a leader finds another replica holding its Lease, or cannot renew it within a lease
-//! duration, [`LeaseGate::hold`] logs why, starts shutdown (every controller loop selects on
+//! When a leader finds another replica holding its Lease, or cannot renew it within its renew
+//! deadline (two thirds of the lease duration, [`crate::lease::renew_deadline`]), [`LeaseGate::hold`] logs why, starts shutdown (every controller loop selects on
 //! it, so reconciling stops), and returns [`LostLease`]; the binary exits non-zero and the
 //! Deployment restarts it, as a fresh candidate. This is what client-go's leader election
 //! does for kube-controller-manager (its `OnStoppedLeading` exits the process) and what
@@ -70,7 +70,7 @@ pub enum StartError {
 /// This replica lost its Lease: it stopped reconciling and must exit (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "lost the Lease {namespace}/{name} (another replica took it, or it could not be renewed within the lease duration); exiting so that the Deployment restarts this replica as a candidate"
+    "lost the Lease {namespace}/{name} (another replica took it, or it could not be renewed within the renew deadline); exiting so that the Deployment restarts this replica as a candidate"
 )]
 pub struct LostLease {
     pub namespace: String,

@@ -12,8 +12,11 @@
 //!   leadership;
 //! - every write carries the `resourceVersion` it read, so two candidates racing for an
 //!   expired Lease cannot both win: the loser gets 409 Conflict and stays a follower;
-//! - the holder renews every `renew_interval`, and steps down when it has not managed to
-//!   renew for a whole lease duration, because by then another replica may have taken over;
+//! - the holder renews every `renew_interval`, and steps down once its renew deadline
+//!   ([`renew_deadline`]: two thirds of the lease duration, as client-go's defaults) has passed
+//!   since it sent its last successful renewal, a renewal the API server never answers
+//!   included: the other candidates count a lease duration from no earlier than that send,
+//!   so the holder has stopped leading before any of them can see the Lease expired;
 //! - on shutdown the holder releases the Lease (empties `holderIdentity`), so a successor
 //!   takes over at its next attempt instead of after a full lease duration.
 
@@ -35,6 +38,13 @@ pub struct LeaseError {
     namespace: String,
     name: String,
     source: kube::Error,
+}
+
+/// How long after sending a renewal that succeeded a holder still acts as the holder: two
+/// thirds of `lease_duration` (client-go's defaults are 10 s of 15 s). The rest of the lease
+/// duration is the margin in which the holder's writers stop before anyone else can take over.
+pub fn renew_deadline(lease_duration: Duration) -> Duration {
+    lease_duration * 2 / 3
 }
 
 /// What one candidate needs to know to take part.
@@ -288,34 +298,58 @@ impl LeaderElector {
     pub fn spawn(mut self, shutdown: CancellationToken) -> Leadership {
         let (tx, rx) = watch::channel(false);
         let task = tokio::spawn(async move {
+            let deadline = renew_deadline(self.config.lease_duration);
+            // When the last renewal that succeeded was sent.
             let mut last_renewal = Instant::now();
             loop {
                 let leading = *tx.borrow();
-                match self.try_acquire_or_renew().await {
-                    Ok(Role::Leader) => {
-                        last_renewal = Instant::now();
+                let sent = Instant::now();
+                // A holder's attempt may run only until its renew deadline: a request the API
+                // server never answers must not keep it leading past the point where another
+                // candidate can take over. A follower's is bounded the same way, so it tries
+                // again rather than hang.
+                let left = if leading {
+                    deadline.saturating_sub(last_renewal.elapsed())
+                } else {
+                    deadline
+                };
+                let attempt = tokio::time::timeout(left, self.try_acquire_or_renew()).await;
+                match attempt {
+                    Ok(Ok(Role::Leader)) => {
+                        last_renewal = sent;
                         if !leading {
                             tracing::info!(lease = %self.config.name, identity = %self.config.identity, "became leader");
                         }
                         tx.send_replace(true);
                     }
-                    Ok(Role::Follower { holder }) => {
+                    Ok(Ok(Role::Follower { holder })) => {
                         if leading {
                             tracing::warn!(lease = %self.config.name, ?holder, "lost leadership");
                         }
                         tx.send_replace(false);
                     }
-                    Err(error) => {
+                    Ok(Err(error)) => {
                         tracing::warn!(%error, "leader election step failed");
-                        if leading && last_renewal.elapsed() >= self.config.lease_duration {
-                            tracing::warn!(lease = %self.config.name, "could not renew within the lease duration; stepping down");
-                            tx.send_replace(false);
-                        }
+                    }
+                    Err(_) => {
+                        tracing::warn!(lease = %self.config.name, waited = ?left, "leader election step not answered in time");
                     }
                 }
+                if *tx.borrow() && last_renewal.elapsed() >= deadline {
+                    tracing::warn!(lease = %self.config.name, ?deadline, "could not renew within the renew deadline; stepping down before the Lease can expire");
+                    tx.send_replace(false);
+                }
+                // A holder renews before its deadline even when the interval is set longer.
+                let pause = if *tx.borrow() {
+                    self.config
+                        .renew_interval
+                        .min(deadline.saturating_sub(last_renewal.elapsed()))
+                } else {
+                    self.config.renew_interval
+                };
                 tokio::select! {
                     () = shutdown.cancelled() => break,
-                    () = tokio::time::sleep(self.config.renew_interval) => {}
+                    () = tokio::time::sleep(pause) => {}
                 }
             }
             if *tx.borrow() {

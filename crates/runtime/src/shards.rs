@@ -103,7 +103,7 @@ pub struct ShardConfig {
 impl ShardConfig {
     /// How long after a renewal was sent this replica still works on the shard.
     pub fn renew_deadline(&self) -> Duration {
-        self.lease_duration * 2 / 3
+        crate::lease::renew_deadline(self.lease_duration)
     }
 
     pub fn shard_lease(&self, shard: u32) -> String {

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use arbor_kube_emu::KubeEmu;
+use arbor_kube_emu::faults::{Fault, FaultEffect};
 use arbor_runtime::lease::{LeaderElector, LeaseConfig, Role};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
@@ -404,4 +405,70 @@ mod shards {
         a.stop().await;
         emu.shutdown().await;
     }
+}
+
+/// A leader whose renewals stop getting through (`effect` on its Lease requests) and a
+/// follower that then waits for the Lease to expire: the leader must have stepped down first,
+/// so no moment has two leaders.
+async fn leader_steps_down_before_a_follower_takes_over(effect: FaultEffect) {
+    let (emu, client) = cluster().await;
+    let leader_client = arbor_runtime::client::from_kubeconfig_yaml(
+        &emu.kubeconfig_yaml_for(&emu.token_for("replica-a", &["system:masters"])),
+    )
+    .await
+    .expect("the leader's client");
+    let leader_shutdown = CancellationToken::new();
+    let leader =
+        LeaderElector::new(leader_client, config("replica-a")).spawn(leader_shutdown.clone());
+    tokio::time::timeout(LEASE_DURATION * 3, leader.acquired())
+        .await
+        .expect("replica-a leads");
+
+    emu.faults().inject(
+        Fault::new(effect)
+            .resources(&["coordination.k8s.io/leases"])
+            .identities(&["replica-a"]),
+    );
+    let follower_shutdown = CancellationToken::new();
+    let follower =
+        LeaderElector::new(client.clone(), config("replica-b")).spawn(follower_shutdown.clone());
+    let first = tokio::time::timeout(LEASE_DURATION * 5, async {
+        tokio::select! {
+            biased;
+            () = leader.lost() => "the leader stepped down",
+            () = follower.acquired() => "the follower took over",
+        }
+    })
+    .await
+    .expect("the follower takes the unrenewed Lease over in time");
+    assert_eq!(first, "the leader stepped down");
+    tokio::time::timeout(LEASE_DURATION * 5, follower.acquired())
+        .await
+        .expect("the follower takes over once the Lease expired");
+
+    emu.faults().clear();
+    leader_shutdown.cancel();
+    follower_shutdown.cancel();
+    leader.finished().await;
+    follower.finished().await;
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_leader_whose_renewals_fail_steps_down_before_its_lease_can_expire() {
+    leader_steps_down_before_a_follower_takes_over(FaultEffect::Status {
+        code: 500,
+        rate: 1.0,
+        times: None,
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_leader_whose_renewal_is_never_answered_steps_down_before_its_lease_can_expire() {
+    leader_steps_down_before_a_follower_takes_over(FaultEffect::Stall {
+        delay: Duration::from_secs(600),
+        times: 1000,
+    })
+    .await;
 }
