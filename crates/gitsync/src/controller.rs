@@ -56,6 +56,7 @@ pub mod credentials;
 pub mod deletion;
 pub mod error;
 pub mod fetch_and_parse;
+pub mod held_state;
 pub mod identity;
 pub mod live_objects;
 pub mod metrics;

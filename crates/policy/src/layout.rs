@@ -56,7 +56,7 @@ mod unique;
 pub use crate::code::ErrorCode;
 pub use declared::{DeclaredObject, DeclaredState, Layout};
 pub use error::{SourceError, sorted as sorted_errors};
-pub use flat::parse_flat;
+pub use flat::{parse_flat, parse_flat_files};
 pub use hierarchical::{parse_hierarchical, parse_hierarchical_with};
 pub use input::{Location, SourceFile};
 pub use scope::{Scope, ScopeTable, builtin_scope};
@@ -81,5 +81,19 @@ pub fn parse_with(
     match layout {
         Layout::Flat => parse_flat(files),
         Layout::Hierarchical => parse_hierarchical_with(files, known),
+    }
+}
+
+/// [`parse_with`], taking the files: a flat source's objects are moved into the state rather
+/// than copied ([`parse_flat_files`]). A hierarchical source copies its objects into
+/// every namespace that inherits them, so it is parsed as [`parse_with`] parses it.
+pub fn parse_files_with(
+    layout: Layout,
+    files: Vec<SourceFile>,
+    known: &ScopeTable,
+) -> Result<DeclaredState, Vec<SourceError>> {
+    match layout {
+        Layout::Flat => flat::parse_flat_files(files),
+        Layout::Hierarchical => parse_hierarchical_with(&files, known),
     }
 }

@@ -57,7 +57,7 @@ pub fn parse_tree_with(
     if !malformed.is_empty() {
         return Err(layout::sorted_errors(malformed));
     }
-    layout::parse_with(layout, &files, known)
+    layout::parse_files_with(layout, files, known)
 }
 
 /// The directory `sub_path` names in `checkout`. It must stay inside the checkout (no absolute

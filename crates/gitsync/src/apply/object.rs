@@ -21,8 +21,8 @@ pub struct Marks<'a> {
 /// `metadata.namespace` land in its namespace), with the management label and the annotations
 /// of `marks`, and without server-owned metadata or `status` (a status is never applied with
 /// the object, so comparing it would make the object look drifted forever).
-pub fn applied_form(declared: &Value, namespace: Option<&str>, marks: &Marks<'_>) -> Value {
-    let mut object = declared.clone();
+pub fn applied_form(declared: Value, namespace: Option<&str>, marks: &Marks<'_>) -> Value {
+    let mut object = declared;
     let Some(fields) = object.as_object_mut() else {
         return object;
     };
@@ -120,7 +120,7 @@ mod tests {
             "status": {"phase": "x"},
         });
         assert_eq!(
-            applied_form(&declared, Some("team"), &marks),
+            applied_form(declared.clone(), Some("team"), &marks),
             json!({
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {

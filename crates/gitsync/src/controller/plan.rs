@@ -9,15 +9,15 @@ use std::sync::Arc;
 
 use arbor_api::keys::{ArborKeys, Keys, SourceRef};
 use arbor_policy::keys::ManagementLabel;
-use arbor_policy::layout::{DeclaredObject, DeclaredState};
-use arbor_policy::object::{GroupKind, GroupVersionKind, ObjectKey, gvk};
+use arbor_policy::object::{GroupKind, GroupVersionKind, ObjectKey};
 use arbor_policy::ownership::{ObjectScope, TrackingObject, WatchScope};
 use arbor_policy::sync::CompareFields;
 use serde_json::Value;
 
+use super::held_state::{HeldObject, HeldState};
 use super::source_handle::SourceHandle;
 use crate::apply::object::{Marks, applied_form};
-use crate::apply::{ApplyError, Discovery, ServedKind};
+use crate::apply::{ApplyError, Discovery};
 
 const CRD_GROUP: &str = "apiextensions.k8s.io";
 const CRD_KIND: &str = "CustomResourceDefinition";
@@ -49,7 +49,6 @@ pub struct PlannedObject {
     /// The key with the namespace the object lands in.
     pub key: ObjectKey,
     pub gvk: GroupVersionKind,
-    pub served: ServedKind,
     pub tracking: TrackingObject,
     /// The key of its declaration in the state it was planned from (without the namespace a
     /// GitTrack gives objects that name none). Its applied form is made when it is written
@@ -69,7 +68,7 @@ impl PlannedObject {
     /// The object as `source` applies it, from `state`, the state it was planned from.
     pub fn applied_form(
         &self,
-        state: &DeclaredState,
+        state: &HeldState,
         keys: &Keys,
         label: &ManagementLabel,
         source: &SourceRef,
@@ -89,7 +88,7 @@ pub fn applied_form_for(
     keys: &Keys,
     label: &ManagementLabel,
     source: &SourceRef,
-    declared: &DeclaredObject,
+    declared: &HeldObject,
     namespace: Option<&str>,
 ) -> Value {
     let source_annotation = keys.source_annotation();
@@ -100,7 +99,7 @@ pub fn applied_form_for(
         source: (&source_annotation, &source_value),
         declared_in: (&declared_in_annotation, &declared.source.path),
     };
-    applied_form(&declared.object, namespace, &marks)
+    applied_form(declared.object(), namespace, &marks)
 }
 
 /// A declared object that is not applied.
@@ -140,8 +139,18 @@ pub struct Planner<'a> {
 
 impl Planner<'_> {
     /// Plans the objects of `part` that `state` declares for `handle`.
-    pub async fn plan(&self, handle: &SourceHandle, state: &DeclaredState, part: Part) -> Plan {
-        let mut plan = Plan::default();
+    pub async fn plan(&self, handle: &SourceHandle, state: &HeldState, part: Part) -> Plan {
+        // Sized once: grown by doubling, a plan of every object of a large source held up to
+        // twice its size while the round applied it.
+        let in_part = state
+            .objects
+            .keys()
+            .filter(|key| Part::of(&key.group_kind) == part)
+            .count();
+        let mut plan = Plan {
+            objects: Vec::with_capacity(in_part),
+            unapplied: Vec::new(),
+        };
         for (key, declared) in &state.objects {
             if Part::of(&key.group_kind) != part {
                 continue;
@@ -150,22 +159,22 @@ impl Planner<'_> {
                 key: key.clone(),
                 gvk,
                 file: declared.source.path.clone(),
-                declared: Arc::new(declared.object.clone()),
+                declared: Arc::new(declared.object()),
                 why,
             };
             // The layout checked every object's identity; a failure here is not expected.
-            let Ok(object_gvk) = gvk(&declared.object) else {
+            let Some(object_gvk) = declared.gvk.clone() else {
                 continue;
             };
-            let served = match self.discovery.served(&object_gvk).await {
-                Ok(served) => served,
+            let namespaced = match self.discovery.served(&object_gvk).await {
+                Ok(served) => served.namespaced,
                 Err(error) => {
                     plan.unapplied
                         .push(unapplied(Some(object_gvk), Why::Failed(error)));
                     continue;
                 }
             };
-            let scope = ObjectScope::of(&declared.object, served.namespaced);
+            let scope = ObjectScope::declared_in(declared.namespace.as_deref(), namespaced);
             let tracking = match self.scope.may_apply(&handle.owner, &scope) {
                 Ok(tracking) => tracking,
                 Err(reason) => {
@@ -192,7 +201,6 @@ impl Planner<'_> {
                 },
                 declared: key.clone(),
                 gvk: object_gvk,
-                served,
                 tracking,
                 file: declared.source.path.clone(),
                 inherited_from: declared.inherited_from.clone(),
@@ -204,9 +212,9 @@ impl Planner<'_> {
     }
 }
 
-/// The kinds a CustomResourceDefinition declares, one per served version.
-pub fn crd_kinds(declared: &DeclaredObject) -> Vec<GroupVersionKind> {
-    let spec = &declared.object["spec"];
+/// The kinds a CustomResourceDefinition (`declared`) declares, one per served version.
+pub fn crd_kinds(declared: &Value) -> Vec<GroupVersionKind> {
+    let spec = &declared["spec"];
     let (Some(group), Some(kind)) = (spec["group"].as_str(), spec["names"]["kind"].as_str()) else {
         return Vec::new();
     };
@@ -232,7 +240,6 @@ pub fn is_crd(kind: &GroupKind) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arbor_policy::layout::Location;
     use serde_json::json;
 
     #[test]
@@ -247,17 +254,10 @@ mod tests {
 
     #[test]
     fn crd_kinds_are_its_served_versions() {
-        let declared = DeclaredObject {
-            object: json!({"spec": {
-                "group": "example.com", "names": {"kind": "Widget"},
-                "versions": [{"name": "v1", "served": true}, {"name": "v0", "served": false}],
-            }}),
-            source: Location {
-                path: "cluster/crd.yaml".into(),
-                document: 0,
-            },
-            inherited_from: None,
-        };
+        let declared = json!({"spec": {
+            "group": "example.com", "names": {"kind": "Widget"},
+            "versions": [{"name": "v1", "served": true}, {"name": "v0", "served": false}],
+        }});
         let kinds = crd_kinds(&declared);
         assert_eq!(kinds.len(), 1);
         assert_eq!(

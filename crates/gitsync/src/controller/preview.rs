@@ -26,6 +26,7 @@ use kube::Api;
 use super::Context;
 use super::error::ControllerError;
 use super::fetch_and_parse::{self, LoadRequest};
+use super::held_state::{self, HeldState};
 use super::live_objects::Snapshot;
 use super::plan::{Part, PlannedObject, Planner, Why};
 use super::round::{Observed, declared_kinds, plan_round};
@@ -124,7 +125,8 @@ pub async fn preview(
         ),
     };
     let state = match parsed {
-        Ok(state) => state,
+        // Planned as a round plans: from the state as gitsync holds it.
+        Ok(state) => held_state::hold(state),
         Err(errors) => {
             return Ok(Preview {
                 commit,
@@ -278,7 +280,7 @@ fn tree_of(files: Vec<(String, Vec<u8>)>) -> Result<SourceTree, PreviewError> {
 async fn plan(
     ctx: &Context,
     handle: &SourceHandle,
-    state: &DeclaredState,
+    state: &HeldState,
 ) -> Result<Preview, PreviewError> {
     let inventory = tracking::list_inventory(ctx, handle, tracking::InventoryRead::Watch).await?;
     let kinds = declared_kinds(ctx, state).await;
@@ -462,7 +464,7 @@ async fn plan(
 fn removal(
     ctx: &Context,
     handle: &SourceHandle,
-    state: &DeclaredState,
+    state: &HeldState,
     snapshot: &Snapshot,
     tracked: &tracking::Tracked,
     prune: &Prune,

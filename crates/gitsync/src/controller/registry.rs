@@ -8,12 +8,12 @@ use std::time::{Duration, SystemTime};
 
 use arbor_api::keys::SourceRef;
 use arbor_api::source::{DeletionPolicy, GitSourceStatus};
-use arbor_policy::layout::DeclaredState;
 use arbor_policy::object::{GroupKind, GroupVersionKind, ObjectKey};
 use arbor_policy::sync::Decision;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
+use super::held_state::HeldState;
 use super::plan::applied_form_for;
 use super::settings::Settings;
 
@@ -43,7 +43,7 @@ pub struct ObjectRecord {
 pub enum Declared {
     /// Applied: the declaration under `key` in the state the round that applied it synced.
     Applied {
-        state: Arc<DeclaredState>,
+        state: Arc<HeldState>,
         key: ObjectKey,
     },
     /// Not applied (ignored, or failed before it was planned): the declaration as written.
@@ -96,7 +96,7 @@ impl ObjectRecord {
 #[derive(Debug, Clone)]
 pub struct GoodState {
     pub commit: String,
-    pub state: Arc<DeclaredState>,
+    pub state: Arc<HeldState>,
 }
 
 /// Everything known about one source.
@@ -170,6 +170,12 @@ impl Registry {
 
     pub fn get(&self, source: &SourceRef) -> Option<SourceRecord> {
         self.read().get(source).cloned()
+    }
+
+    /// What `read` takes from `source`'s record, without copying the record (its objects are
+    /// one record per declared object).
+    pub fn view<T>(&self, source: &SourceRef, read: impl FnOnce(&SourceRecord) -> T) -> Option<T> {
+        self.read().get(source).map(read)
     }
 
     /// Whether a round here listed `source`'s tracking objects since this replica took it on
@@ -344,7 +350,7 @@ mod tests {
         let read = SourceRecord {
             good: Some(GoodState {
                 commit: "c0ffee".into(),
-                state: Arc::new(DeclaredState::default()),
+                state: Arc::new(HeldState::default()),
             }),
             ..synced_before.clone()
         };

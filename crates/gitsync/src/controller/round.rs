@@ -7,8 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 use arbor_api::condition::{ConditionUpdate, reasons};
 use arbor_api::keys::{ArborKeys, SourceRef};
 use arbor_api::source::{GitSourceStatus, PruneWindowStatus, SourceError};
-use arbor_policy::layout::DeclaredState;
-use arbor_policy::object::{self, GroupVersionKind, ObjectKey};
+use arbor_policy::object::{GroupVersionKind, ObjectKey};
 use arbor_policy::sync::prune::{Claim, PruneBudget, PruneVerdict, PruneWindow, claim};
 use arbor_policy::sync::round::{
     self, CommitLoad, DeclaredInput, LiveObject, Prune, PruneInput, RoundInput, RoundPlan, Rules,
@@ -21,6 +20,7 @@ use serde_json::Value;
 use super::Context;
 use super::error::{self, ControllerError};
 use super::fetch_and_parse::{self, LoadRequest};
+use super::held_state::{self, HeldState};
 use super::live_objects::Snapshot;
 use super::notice;
 use super::object_status::{self, Attempt, in_sync_condition};
@@ -155,7 +155,17 @@ pub async fn run(ctx: &Context, handle: &SourceHandle) -> RoundResult {
         Ok(credentials) => credentials,
         Err(error) => return stalled(reasons::SECRET_INVALID, error.code(), error.to_string()),
     };
-    let record = ctx.registry.get(&handle.reference).unwrap_or_default();
+    // What the round reads of the source's record, not its objects: a copy of those would
+    // live beside the registry's for the whole round.
+    let record = ctx
+        .registry
+        .view(&handle.reference, |record| LastRound {
+            good: record.good.clone(),
+            generation: record.generation,
+            last_full_round: record.last_full_round,
+            full_round_requested: record.full_round_requested,
+        })
+        .unwrap_or_default();
     let request = LoadRequest {
         id: handle.fetch_id.clone(),
         url: handle.repository.clone(),
@@ -206,7 +216,7 @@ pub async fn run(ctx: &Context, handle: &SourceHandle) -> RoundResult {
         (StateToSync::New, Some(Ok(state)), _) => (
             GoodState {
                 commit: loaded.commit.clone(),
-                state: Arc::new(state),
+                state: Arc::new(held_state::hold(state)),
             },
             Vec::new(),
             Some((loaded.commit.clone(), loaded.commit_time)),
@@ -344,9 +354,9 @@ struct Known<'a> {
     handle: &'a SourceHandle,
     /// Writes the source's objects, as its service account where it has one.
     applier: &'a Applier,
-    state: &'a DeclaredState,
+    state: &'a HeldState,
     /// The same state, shared with the records the round makes ([`Declared::Applied`]).
-    shared_state: Arc<DeclaredState>,
+    shared_state: Arc<HeldState>,
     tracked: BTreeMap<ObjectKey, Tracked>,
     /// Tracking objects other sources manage: declaring one of their objects is a conflict.
     others: BTreeMap<ObjectKey, Tracked>,
@@ -358,7 +368,10 @@ struct Known<'a> {
 
 /// What a round has done so far.
 struct Tally {
+    /// Until [`Sync::publish`] hands them to the registry.
     records: BTreeMap<ObjectKey, ObjectRecord>,
+    /// How many records are in each state, counted when they are published.
+    by_state: Vec<(ObjectState, usize)>,
     errors: Vec<SourceError>,
     ignored_files: BTreeMap<String, String>,
     refused: Vec<String>,
@@ -460,6 +473,7 @@ async fn sync(
         },
         tally: Tally {
             records: BTreeMap::new(),
+            by_state: Vec::new(),
             errors: parse_errors,
             ignored_files: BTreeMap::new(),
             refused: Vec::new(),
@@ -552,6 +566,15 @@ async fn sync(
     Ok(round.finish(good))
 }
 
+/// What a round reads of its source's record ([`super::registry::SourceRecord`]).
+#[derive(Debug, Default)]
+struct LastRound {
+    good: Option<GoodState>,
+    generation: Option<i64>,
+    last_full_round: Option<tokio::time::Instant>,
+    full_round_requested: bool,
+}
+
 /// `read`'s answer and how long it took.
 async fn timed<T>(read: impl std::future::Future<Output = T>) -> (T, Duration) {
     let started = Instant::now();
@@ -562,12 +585,12 @@ async fn timed<T>(read: impl std::future::Future<Output = T>) -> (T, Duration) {
 /// Every declared kind with a version to list it by, and how the cluster serves it.
 pub(super) async fn declared_kinds(
     ctx: &Context,
-    state: &DeclaredState,
+    state: &HeldState,
 ) -> BTreeMap<GroupVersionKind, ServedKind> {
     let mut versions: BTreeMap<GroupVersionKind, ()> = BTreeMap::new();
     for declared in state.objects.values() {
-        if let Ok(gvk) = object::gvk(&declared.object) {
-            versions.insert(gvk, ());
+        if let Some(gvk) = &declared.gvk {
+            versions.insert(gvk.clone(), ());
         }
     }
     for kind in state.kinds.values() {
@@ -596,7 +619,7 @@ pub(super) async fn declared_kinds(
 
 /// What a round (or a preview) observed before it plans.
 pub(super) struct Observed<'a> {
-    pub state: &'a DeclaredState,
+    pub state: &'a HeldState,
     /// The source's inventory.
     pub tracked: &'a BTreeMap<ObjectKey, Tracked>,
     pub snapshot: &'a Snapshot,
@@ -810,13 +833,10 @@ impl Known<'_> {
             .iter()
             .filter(|p| is_crd(&p.key.group_kind))
         {
-            let Some(declared) = self.state.objects.values().find(|declared| {
-                object::name(&declared.object) == Some(planned.key.name.as_str())
-                    && object::gvk(&declared.object).is_ok_and(|gvk| is_crd(&gvk.group_kind()))
-            }) else {
+            let Some(declared) = self.state.objects.get(&planned.declared) else {
                 continue;
             };
-            for gvk in crd_kinds(declared) {
+            for gvk in crd_kinds(&declared.object()) {
                 if let Err(error) = discovery
                     .wait_served(&gvk, self.ctx.settings.crd_patience)
                     .await
@@ -1211,8 +1231,19 @@ impl Sync<'_> {
         }
     }
 
-    fn publish(&self) {
-        let records = self.tally.records.clone();
+    /// Hands the round's records to the registry, keeping only how many are in each state (a
+    /// copy of every record would live beside the registry's until the round ends).
+    fn publish(&mut self) {
+        let records = std::mem::take(&mut self.tally.records);
+        self.tally.by_state = ObjectState::ALL
+            .iter()
+            .map(|state| {
+                (
+                    *state,
+                    records.values().filter(|r| r.state == *state).count(),
+                )
+            })
+            .collect();
         self.known
             .ctx
             .registry
@@ -1221,13 +1252,14 @@ impl Sync<'_> {
             });
     }
 
+    /// The round's result; after [`Sync::publish`].
     fn finish(self, good: &GoodState) -> RoundResult {
         let count = |state: ObjectState| {
             self.tally
-                .records
-                .values()
-                .filter(|r| r.state == state)
-                .count()
+                .by_state
+                .iter()
+                .find(|(counted, _)| *counted == state)
+                .map_or(0, |(_, count)| *count)
         };
         let counters = Counters {
             discovered: self.known.state.objects.len(),
@@ -1236,9 +1268,10 @@ impl Sync<'_> {
             in_sync: count(ObjectState::InSync),
         };
         let source = self.known.handle.reference.to_string();
-        let by_state: Vec<(ObjectState, usize)> =
-            ObjectState::ALL.iter().map(|s| (*s, count(*s))).collect();
-        self.known.ctx.metrics.set_objects(&source, &by_state);
+        self.known
+            .ctx
+            .metrics
+            .set_objects(&source, &self.tally.by_state);
         let held = self
             .known
             .tracked

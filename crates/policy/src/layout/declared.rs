@@ -61,11 +61,15 @@ impl DeclaredObject {
 
 /// Everything a valid source declares. It only exists for a tree without errors, so a
 /// controller that fails to parse a new commit keeps the previous `DeclaredState`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DeclaredState {
+///
+/// Its objects are [`DeclaredObject`]s as parsed. A controller that keeps a state for long may
+/// hold each object in a form of its own (`O`): the keys, kinds and namespaces, which every
+/// decision about what is declared reads, stay as they are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeclaredState<O = DeclaredObject> {
     pub layout: Layout,
     /// Every object, keyed by group, kind, namespace (none when cluster-scoped) and name.
-    pub objects: BTreeMap<ObjectKey, DeclaredObject>,
+    pub objects: BTreeMap<ObjectKey, O>,
     /// The declared (Synced) kinds. In a flat repo, every kind that occurs; in a hierarchical
     /// repo, the kinds of its Syncs plus `Namespace`, which the layout itself declares.
     pub kinds: BTreeMap<GroupKind, DeclaredKind>,
@@ -74,12 +78,23 @@ pub struct DeclaredState {
     pub namespaces: BTreeSet<String>,
 }
 
-impl DeclaredState {
+impl<O> Default for DeclaredState<O> {
+    fn default() -> Self {
+        Self {
+            layout: Layout::default(),
+            objects: BTreeMap::new(),
+            kinds: BTreeMap::new(),
+            namespaces: BTreeSet::new(),
+        }
+    }
+}
+
+impl<O> DeclaredState<O> {
     /// The objects that land in `namespace`.
     pub fn in_namespace<'a>(
         &'a self,
         namespace: &'a str,
-    ) -> impl Iterator<Item = (&'a ObjectKey, &'a DeclaredObject)> + 'a {
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a O)> + 'a {
         self.objects
             .iter()
             .filter(move |(key, _)| key.namespace.as_deref() == Some(namespace))
@@ -87,7 +102,7 @@ impl DeclaredState {
 
     /// The objects without a namespace: cluster-scoped objects and, in a flat repo, namespaced
     /// objects that leave their namespace to the source (a GitTrack's own namespace).
-    pub fn without_namespace(&self) -> impl Iterator<Item = (&ObjectKey, &DeclaredObject)> {
+    pub fn without_namespace(&self) -> impl Iterator<Item = (&ObjectKey, &O)> {
         self.objects
             .iter()
             .filter(|(key, _)| key.namespace.is_none())

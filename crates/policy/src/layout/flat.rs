@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use super::declared::{DeclaredObject, DeclaredState, Layout};
 use super::error::{SourceError, sorted};
-use super::input::{SourceFile, identify};
+use super::input::{Location, SourceFile, identify};
 use super::synced::DeclaredKind;
 use super::unique::insert_unique;
 use crate::code::ErrorCode;
@@ -16,6 +16,51 @@ use crate::object::{GroupKind, ObjectKey};
 
 /// Validates a flat tree. Any error means no declared state at all.
 pub fn parse_flat(files: &[SourceFile]) -> Result<DeclaredState, Vec<SourceError>> {
+    let (mut state, placed) = place(files)?;
+    for Placed {
+        key,
+        file,
+        location,
+    } in placed
+    {
+        let declared =
+            DeclaredObject::as_written(&files[file].documents[location.document], &location);
+        state.objects.insert(key, declared);
+    }
+    Ok(state)
+}
+
+/// [`parse_flat`], taking the files: each object is moved into the state, so the tree's
+/// documents and the state are never held side by side (twice the memory of every object while
+/// a large source is parsed).
+pub fn parse_flat_files(mut files: Vec<SourceFile>) -> Result<DeclaredState, Vec<SourceError>> {
+    let (mut state, placed) = place(&files)?;
+    for Placed {
+        key,
+        file,
+        location,
+    } in placed
+    {
+        let object = std::mem::take(&mut files[file].documents[location.document]);
+        let declared = DeclaredObject {
+            object,
+            source: location,
+            inherited_from: None,
+        };
+        state.objects.insert(key, declared);
+    }
+    Ok(state)
+}
+
+/// Where a valid object of a flat tree is: its key, its file's index and its location.
+struct Placed {
+    key: ObjectKey,
+    file: usize,
+    location: Location,
+}
+
+/// The state of a valid flat tree without its objects, and where each object is.
+fn place(files: &[SourceFile]) -> Result<(DeclaredState, Vec<Placed>), Vec<SourceError>> {
     let (objects, mut errors) = identify(files);
     if objects.is_empty() && errors.is_empty() {
         return Err(vec![empty_source()]);
@@ -36,6 +81,7 @@ pub fn parse_flat(files: &[SourceFile]) -> Result<DeclaredState, Vec<SourceError
         layout: Layout::Flat,
         ..DeclaredState::default()
     };
+    let mut placed = Vec::with_capacity(seen.len());
     for (key, object) in seen {
         state
             .kinds
@@ -44,10 +90,13 @@ pub fn parse_flat(files: &[SourceFile]) -> Result<DeclaredState, Vec<SourceError
         if key.group_kind == GroupKind::new("", "Namespace") {
             state.namespaces.insert(key.name.clone());
         }
-        let declared = DeclaredObject::as_written(object.value, &object.location);
-        state.objects.insert(key, declared);
+        placed.push(Placed {
+            key,
+            file: object.file,
+            location: object.location.clone(),
+        });
     }
-    Ok(state)
+    Ok((state, placed))
 }
 
 /// "An empty subPath is an error, never nothing declared": a tree without objects would
@@ -100,6 +149,45 @@ mod tests {
             .find(|(k, _)| k.name == "team")
             .unwrap();
         assert_eq!(ns.source.path, "deep/ns.json");
+    }
+
+    #[test]
+    fn taking_the_files_declares_what_reading_them_declares() {
+        let files = vec![
+            SourceFile::new("a.yaml", vec![cm("b", Some("team")), cm("a", None)]),
+            SourceFile::new(
+                "deep/ns.json",
+                vec![
+                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}),
+                    cm("a", Some("team")),
+                ],
+            ),
+        ];
+        let read = parse_flat(&files).unwrap();
+        let taken = parse_flat_files(files.clone()).unwrap();
+        assert_eq!(taken, read);
+        let (_, moved) = taken
+            .in_namespace("team")
+            .find(|(key, _)| key.name == "a")
+            .unwrap();
+        assert_eq!(moved.object, files[1].documents[1]);
+        assert_eq!(
+            (moved.source.path.as_str(), moved.source.document),
+            ("deep/ns.json", 1)
+        );
+
+        let twice = vec![
+            SourceFile::new("a.yaml", vec![cm("a", Some("team"))]),
+            SourceFile::new("b.yaml", vec![cm("a", Some("team"))]),
+        ];
+        assert_eq!(
+            parse_flat_files(twice.clone()).unwrap_err(),
+            parse_flat(&twice).unwrap_err()
+        );
+        assert_eq!(
+            codes(parse_flat_files(Vec::new())),
+            [ErrorCode::EmptySource]
+        );
     }
 
     #[test]

@@ -27,9 +27,15 @@ impl ObjectScope {
     /// The scope of `declared`, given whether discovery says its kind is namespaced. A namespace
     /// on a cluster-scoped object is ignored, as the API server ignores it.
     pub fn of(declared: &Value, kind_is_namespaced: bool) -> Self {
+        Self::declared_in(object::namespace(declared), kind_is_namespaced)
+    }
+
+    /// The scope of an object declared with `metadata.namespace` `namespace` (read as
+    /// [`object::namespace`] reads it), given whether its kind is namespaced.
+    pub fn declared_in(namespace: Option<&str>, kind_is_namespaced: bool) -> Self {
         if kind_is_namespaced {
             Self::Namespaced {
-                namespace: object::namespace(declared).map(str::to_owned),
+                namespace: namespace.map(str::to_owned),
             }
         } else {
             Self::Cluster

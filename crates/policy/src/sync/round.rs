@@ -61,7 +61,7 @@ use super::label::Control;
 use super::matches::CompareFields;
 use super::prune::{PruneBudget, PruneCount, PruneVerdict, PruneWindow, is_namespace};
 use crate::keys::ManagementLabel;
-use crate::layout::DeclaredState;
+use crate::layout::{DeclaredObject, DeclaredState};
 use crate::object::{self, ObjectKey};
 use crate::ownership::{ObjectScope, Owner, WatchScope};
 
@@ -107,7 +107,7 @@ pub fn state_to_sync(loaded: CommitLoad, last_good_known: bool) -> StateToSync {
 
 /// Whether `state` declares the object of `key`. `home` is a GitTrack's namespace: its objects
 /// declared without a namespace land there.
-pub fn declares(state: &DeclaredState, home: Option<&str>, key: &ObjectKey) -> bool {
+pub fn declares<O>(state: &DeclaredState<O>, home: Option<&str>, key: &ObjectKey) -> bool {
     if state.objects.contains_key(key) {
         return true;
     }
@@ -183,8 +183,8 @@ pub struct PruneInput {
 
 /// Everything a round's plan is made from.
 #[derive(Debug, Clone, Copy)]
-pub struct RoundInput<'a> {
-    pub state: &'a DeclaredState,
+pub struct RoundInput<'a, O = DeclaredObject> {
+    pub state: &'a DeclaredState<O>,
     pub source: SourceInfo<'a>,
     pub rules: Rules<'a>,
     pub tracked: &'a [TrackedObject],
@@ -300,7 +300,7 @@ impl Change {
 }
 
 /// Plans one round (see the [module docs](self)).
-pub fn plan(input: &RoundInput<'_>) -> RoundPlan {
+pub fn plan<O>(input: &RoundInput<'_, O>) -> RoundPlan {
     let state = input.state;
     let home = input.source.namespace;
     let removals: Vec<&TrackedObject> = input
@@ -368,7 +368,7 @@ struct Reach<'a> {
 }
 
 impl<'a> Reach<'a> {
-    fn of(input: &RoundInput<'a>) -> Self {
+    fn of<O>(input: &RoundInput<'a, O>) -> Self {
         let state = input.state;
         let namespaces = state
             .namespaces
@@ -386,7 +386,7 @@ impl<'a> Reach<'a> {
     }
 
     /// In one of the source's namespaces (or cluster-scoped) and within the ownership matrix.
-    fn holds(&self, input: &RoundInput<'_>, live: &LiveObject<'_>) -> bool {
+    fn holds<O>(&self, input: &RoundInput<'_, O>, live: &LiveObject<'_>) -> bool {
         live.key
             .namespace
             .as_deref()
@@ -402,13 +402,13 @@ impl<'a> Reach<'a> {
     }
 
     /// Another source's annotation names it.
-    fn foreign(&self, input: &RoundInput<'_>, live: &LiveObject<'_>) -> bool {
+    fn foreign<O>(&self, input: &RoundInput<'_, O>, live: &LiveObject<'_>) -> bool {
         object::annotation(live.object, input.rules.source_annotation)
             .is_some_and(|source| source != input.source.reference)
     }
 }
 
-fn judge(input: &RoundInput<'_>, removals: &[&TrackedObject], swept: usize) -> Prune {
+fn judge<O>(input: &RoundInput<'_, O>, removals: &[&TrackedObject], swept: usize) -> Prune {
     let settings = input.prune;
     if settings.parse_failed {
         return Prune::ParseFailed;
