@@ -10,7 +10,10 @@
 //! the tracked work has finished. A Lease released while a reconcile is still writing would
 //! let a successor lead beside it, two writers on one object: the hazard client-go warns of
 //! for `ReleaseOnCancel`. When the grace period runs out with work still in flight, nothing is
-//! released: the Lease then expires on its own, after the process (and its writers) are gone.
+//! released: the Lease then expires on its own, after the process (and its writers) are gone;
+//! the work left running is logged and counted ([`Shutdown::abandoned_work`]). Every
+//! controller's reconciles run as such work, so this is the one bound on how long a stopping
+//! replica waits for a write before it lets the Lease expire instead of handing it over.
 //! The same holds when tracked work gave up, at a bound of its own, a write it had already sent
 //! ([`Shutdown::withhold_release`]): the API server may still carry it out, so the Lease is
 //! left to expire rather than handed over under it.
