@@ -783,11 +783,12 @@ async fn a_rounds_write_stuck_past_the_grace_period_leaves_the_lease_to_expire()
 /// Issue 22 (third review): a round starts no write once its replica stops. The round is held
 /// in its first of three ConfigMap writes (one write at a time) as the leader stops: that write
 /// is answered, the other two are never sent, and the Lease is then given up; the next
-/// leader's first round applies them.
+/// leader's first round applies them. The write is held 8 s so that, even on a loaded machine,
+/// the stop begins while it is held.
 #[tokio::test]
 async fn a_round_between_writes_when_the_leader_stops_sends_no_further_write() -> anyhow::Result<()>
 {
-    let (cluster, instance) = leader_with_a_round_write_held(&[], Duration::from_secs(3)).await?;
+    let (cluster, instance) = leader_with_a_round_write_held(&[], Duration::from_secs(8)).await?;
     instance.stop().await;
 
     assert_eq!(
