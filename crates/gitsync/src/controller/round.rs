@@ -737,8 +737,7 @@ impl Known<'_> {
     /// here, which it no longer is once this replica begins to stop ([`arbor_runtime::shards`]).
     /// A write already sent is waited for, never dropped; the rest is left to the next holder.
     fn may_write(&self) -> bool {
-        let shards = &self.ctx.shards;
-        shards.holds(shards.shard_of(&self.handle.uid))
+        super::shard::works_on(self.ctx, self.handle)
     }
 
     /// Ensures the tracking object of `planned`, applies it and writes the tracking object's
