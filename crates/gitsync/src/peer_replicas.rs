@@ -367,7 +367,12 @@ mod tests {
 
     #[tokio::test]
     async fn channels_to_addresses_no_live_replica_serves_at_are_dropped() {
-        let shards = Shards::all(2, "a", ShardMetrics::default());
+        let shards = Shards::all(
+            2,
+            "a",
+            ShardMetrics::default(),
+            tokio_util::sync::CancellationToken::new(),
+        );
         // Plaintext to others only from a replica that serves plaintext itself.
         shards.advertise(peer("http://127.0.0.1:1000"));
         let peers = PeerReplicas::new(shards, None, None);

@@ -12,11 +12,14 @@
 //!
 //! Stopping goes in an order that never leaves a shard with no one to answer for it longer
 //! than its hand-over: the controllers and the drift re-applies in flight
-//! ([`crate::grpc`]) stop first, then the shard Leases are given up, and
+//! ([`crate::grpc`]) stop first (a round finishes the writes it sent and starts no other,
+//! see [`crate::controller::shard`]), then the shard Leases are given up, and
 //! only then does the `SyncService` server close ([`arbor_runtime::shutdown`]). Meanwhile the
 //! server answers questions about the shards whose Leases this replica still holds, from what
 //! its rounds recorded (nobody else writes for those shards until the Leases are given up),
-//! and starts no new work.
+//! and starts no new work. The controllers are work the shutdown waits for, within its grace
+//! period (`--shutdown-grace`): one whose write is still unanswered then is abandoned, logged
+//! and counted, and the Leases are left to expire rather than given up under that write.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -28,8 +31,8 @@ use arbor_policy::ownership::{FlagError, ModeFlags};
 use arbor_runtime::component::{Component, LeaseGate, LostLease, StartError};
 use arbor_runtime::flags::{CommonArgs, parse_duration};
 use arbor_runtime::shards::ShardArgs;
+use arbor_runtime::shutdown::Shutdown;
 use kube::runtime::events::Recorder;
-use tokio::task::JoinHandle;
 
 use crate::apply::{Applier, Discovery};
 use crate::controller::metrics::Metrics;
@@ -193,7 +196,6 @@ pub async fn run(args: Args) -> Result<(), RunError> {
 pub struct Running {
     component: Component,
     gate: LeaseGate,
-    tasks: Vec<JoinHandle<()>>,
     grpc_addr: SocketAddr,
     ctx: Context,
 }
@@ -223,7 +225,6 @@ pub async fn start(
     if !gate.acquired_or_drained().await? {
         return Ok(None);
     }
-    let token = component.shutdown().token();
     let client = component.client();
     let (registry, triggers) = Registry::new();
     let reporter = component.reporter();
@@ -249,7 +250,7 @@ pub async fn start(
         shards,
         sources: Arc::default(),
     };
-    let tasks = reconcile::spawn(ctx.clone(), triggers, &token);
+    reconcile::spawn(ctx.clone(), triggers, component.shutdown());
 
     let grpc_addr = component
         .serve_grpc(tonic::service::Routes::new(
@@ -271,7 +272,6 @@ pub async fn start(
     Ok(Some(Running {
         component,
         gate,
-        tasks,
         grpc_addr,
         ctx,
     }))
@@ -288,6 +288,11 @@ impl Running {
         &self.ctx
     }
 
+    /// The replica's shutdown: what stopping waits for, and what it abandoned.
+    pub fn shutdown(&self) -> &Shutdown {
+        self.component.shutdown()
+    }
+
     /// Waits for a signal or the loss of leadership, then stops.
     pub async fn wait(self) -> Result<(), RunError> {
         let outcome = self.gate.hold().await;
@@ -299,14 +304,6 @@ impl Running {
     /// docs).
     pub async fn stop(self) {
         self.component.shutdown().trigger();
-        for task in self.tasks {
-            if tokio::time::timeout(Duration::from_secs(10), task)
-                .await
-                .is_err()
-            {
-                tracing::warn!("a controller did not stop in time");
-            }
-        }
         self.component.shutdown().drain().await;
     }
 }

@@ -836,3 +836,55 @@ async fn pruning_or_deleting_one_source_keeps_an_object_another_declares() -> an
     instance.stop().await;
     Ok(())
 }
+
+/// Issue 22 (third review): deleting a source starts no write once its replica stops. A leader
+/// (one shard) deletes an orphaning GitTrack's three tracking objects one at a time; the API
+/// server holds the first DELETE for 8 s while the leader stops: that one is answered, the
+/// other two are never sent, and the next leader goes on from the inventory left.
+#[tokio::test]
+async fn deleting_a_source_sends_no_further_write_once_the_leader_stops() -> anyhow::Result<()> {
+    use arbor_kube_emu::faults::{Fault, FaultEffect};
+
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    for name in ["a", "b", "c"] {
+        repo.write(&format!("{name}.yaml"), &configmap(None, name, "1"))?;
+    }
+    let commit = repo.commit("three")?;
+    let mut flags = GITTRACKS.to_vec();
+    flags.push("--max-concurrent-writes=1");
+    let instance = start_instance(cluster.client.clone(), true, &flags).await?;
+    let source = gittrack_with_repo(&cluster, "foo", "apps", &repo, Some("Orphan")).await?;
+    cluster.synced(&instance, &source, &commit).await?;
+
+    cluster.emu.requests().reset();
+    let faults = cluster.emu.faults();
+    faults.inject(
+        Fault::new(FaultEffect::Stall {
+            delay: std::time::Duration::from_secs(8),
+            times: 1,
+        })
+        .verbs(&["delete"])
+        .resources(&["arbor.dev/gittrackobjects"]),
+    );
+    gittracks(&cluster, "foo")
+        .delete("apps", &DeleteParams::default())
+        .await?;
+    eventually("the first tracking object's DELETE to be held", || async {
+        Ok((faults.fired() == vec![1]).then_some(()))
+    })
+    .await?;
+    instance.stop().await;
+
+    assert_eq!(
+        cluster
+            .emu
+            .requests()
+            .count("delete", "arbor.dev/gittrackobjects"),
+        1,
+        "only the held DELETE was sent"
+    );
+    Ok(())
+}

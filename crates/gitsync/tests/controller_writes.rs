@@ -685,6 +685,126 @@ async fn a_drift_reapply_stuck_as_the_leader_stops_is_given_up_and_leaves_the_le
     Ok(())
 }
 
+/// A leader (leader election on, one shard: the chart's default) with `flags`, that synced
+/// ConfigMaps `foo/cm-0` … `foo/cm-2` one write at a time, then a commit changing all three:
+/// returns once the API server holds the first of that round's ConfigMap writes for `delay`,
+/// its request accounting reset just before.
+async fn leader_with_a_round_write_held(
+    flags: &[&str],
+    delay: Duration,
+) -> anyhow::Result<(Cluster, Instance)> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    let names = ["cm-0", "cm-1", "cm-2"];
+    for name in names {
+        repo.write(&format!("{name}.yaml"), &configmap(None, name, "1"))?;
+    }
+    let commit = repo.commit("declared")?;
+    let mut all_flags = vec![
+        "--gittrack-mode=Enabled",
+        "--clustergittrack-mode=Disabled",
+        "--max-concurrent-writes=1",
+    ];
+    all_flags.extend_from_slice(flags);
+    let instance = start_instance(cluster.client.clone(), true, &all_flags).await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &commit).await?;
+    for name in names {
+        repo.write(&format!("{name}.yaml"), &configmap(None, name, "2"))?;
+    }
+    repo.commit("change every ConfigMap")?;
+    cluster.emu.requests().reset();
+    hold_the_next(&cluster, "patch", delay);
+    let faults = cluster.emu.faults();
+    instance.request_round(&source);
+    eventually("the round's first ConfigMap write to be held", || async {
+        Ok((faults.fired() == vec![1]).then_some(()))
+    })
+    .await?;
+    Ok((cluster, instance))
+}
+
+/// The PATCHes of ConfigMaps in `foo` the API server answered since its accounting was last
+/// reset, as their indices in its request log.
+fn configmap_patches(cluster: &Cluster) -> Vec<usize> {
+    ["cm-0", "cm-1", "cm-2"]
+        .iter()
+        .flat_map(|name| patches_of(cluster, name))
+        .collect()
+}
+
+/// Issue 22 (third review): a round's write is work the replica's shutdown waits for, as long
+/// as the grace period (`--shutdown-grace`) allows. A leader stopped while the API server holds
+/// a round's write for 14 s gives up its Lease only after that write was answered. Before, the
+/// stop waited 10 s for the controllers, then released the Lease under the write.
+#[tokio::test]
+async fn a_stopping_leader_gives_up_its_lease_only_once_a_rounds_write_in_flight_was_answered()
+-> anyhow::Result<()> {
+    let (cluster, instance) =
+        leader_with_a_round_write_held(&["--shutdown-grace=60s"], Duration::from_secs(14)).await?;
+    instance.stop().await;
+
+    let (holder, released) = gitsync_lease(&cluster).await?;
+    assert_eq!(holder, None, "the Lease was given up");
+    let released = released.context("no write of the Lease")?;
+    let written = eventually("the held write to be answered", || async {
+        Ok(configmap_patches(&cluster).first().copied())
+    })
+    .await?;
+    assert!(
+        written < released,
+        "the Lease was given up (request {released}) before the round's write was answered (request {written})"
+    );
+    Ok(())
+}
+
+/// Issue 22 (third review): a round's write still unanswered when the grace period runs out
+/// leaves the Lease to expire: it is not given up while the write may still land, and the
+/// abandoned work is logged and counted (`arbor_gitsync_shutdown_work_abandoned_total`).
+#[tokio::test]
+async fn a_rounds_write_stuck_past_the_grace_period_leaves_the_lease_to_expire()
+-> anyhow::Result<()> {
+    let (cluster, instance) =
+        leader_with_a_round_write_held(&["--shutdown-grace=3s"], Duration::from_secs(40)).await?;
+    let abandoned = instance.running().shutdown().abandoned_work();
+    instance.stop().await;
+
+    assert!(
+        gitsync_lease(&cluster).await?.0.is_some(),
+        "the Lease was given up while the round's write may still land"
+    );
+    assert_eq!(abandoned.get(), 1, "the round, abandoned, is counted");
+    assert_eq!(configmap_patches(&cluster), Vec::<usize>::new());
+    Ok(())
+}
+
+/// Issue 22 (third review): a round starts no write once its replica stops. The round is held
+/// in its first of three ConfigMap writes (one write at a time) as the leader stops: that write
+/// is answered, the other two are never sent, and the Lease is then given up; the next
+/// leader's first round applies them. The write is held 8 s so that, even on a loaded machine,
+/// the stop begins while it is held.
+#[tokio::test]
+async fn a_round_between_writes_when_the_leader_stops_sends_no_further_write() -> anyhow::Result<()>
+{
+    let (cluster, instance) = leader_with_a_round_write_held(&[], Duration::from_secs(8)).await?;
+    instance.stop().await;
+
+    assert_eq!(
+        gitsync_lease(&cluster).await?.0,
+        None,
+        "the Lease was given up"
+    );
+    assert_eq!(
+        configmap_patches(&cluster).len(),
+        1,
+        "only the held write was made: {:?}",
+        writes(&cluster)
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn sync_service_reports_status_managed_objects_declarations_and_triggers_rounds()
 -> anyhow::Result<()> {

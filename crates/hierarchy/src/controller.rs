@@ -178,7 +178,7 @@ pub async fn start(
     let context = Arc::new(Context::new(
         rules.clone(),
         index.clone(),
-        Writer::new(client.clone(), kinds),
+        Writer::new(client.clone(), kinds, shutdown.clone()),
         recorder,
         metrics.clone(),
         sub_api.clone(),

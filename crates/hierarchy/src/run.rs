@@ -3,7 +3,9 @@
 //!
 //! Only the leader runs the controller; the others wait (and are not ready). The readiness
 //! gate opens once the caches synced. A lost Lease stops the controller and ends the process
-//! with an error, as for every component (see `arbor_runtime::component`).
+//! with an error, as for every component (see `arbor_runtime::component`). Stopping waits for
+//! the controller's writes in flight at most the grace period (`--shutdown-grace`) before the
+//! Lease is released; past it, the Lease is left to expire.
 
 use arbor_api::hierarchy_config::{self, HierarchyConfigError};
 use arbor_policy::keys::{InvalidDomain, Keys};
@@ -60,7 +62,10 @@ pub async fn run(args: Args) -> Result<(), RunError> {
 
     let outcome = gate.hold().await;
     caches.close();
-    running.stop().await;
+    // Stopping the controller is work the drain waits for within the grace period, as for
+    // every component: a reconcile stuck in a write past it is abandoned (logged, counted) and
+    // the Lease left to expire rather than released under it (`arbor_runtime::shutdown`).
+    component.shutdown().spawn(running.stop());
     component.shutdown().trigger();
     component.shutdown().drain().await;
     Ok(outcome?)

@@ -1,7 +1,9 @@
 //! Every write the controller makes: server-side apply under the field manager
 //! `arbor-hierarchy`, forced because Arbor owns what it applies (copies, propagated metadata,
 //! the `propagate` annotation it adds), and deletes guarded by the object's uid so that an
-//! object recreated in the meantime is never removed by mistake.
+//! object recreated in the meantime is never removed by mistake. Once the controller stops,
+//! no write starts: a reconcile between two writes sends no further one (the one in flight is
+//! waited for before the Lease is released), and the next leader carries on.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +14,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::{Api, Client};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use crate::kinds::WatchedKinds;
 
@@ -35,6 +38,8 @@ pub enum WriteError {
         action: &'static str,
         field: &'static str,
     },
+    #[error("did not {action}: the controller is stopping and starts no write")]
+    Stopping { action: &'static str },
 }
 
 impl WriteError {
@@ -48,6 +53,7 @@ impl WriteError {
             Self::Api { .. } => "ApiError",
             Self::UnwatchedKind { .. } => "UnwatchedKind",
             Self::Incomplete { .. } => "IncompleteObject",
+            Self::Stopping { .. } => "Stopping",
         }
     }
 }
@@ -57,6 +63,8 @@ impl WriteError {
 pub struct Writer {
     client: Client,
     kinds: WatchedKinds,
+    /// Cancelled when the controller stops: no write starts after it.
+    stopping: CancellationToken,
 }
 
 fn apply_params() -> PatchParams {
@@ -64,8 +72,20 @@ fn apply_params() -> PatchParams {
 }
 
 impl Writer {
-    pub fn new(client: Client, kinds: WatchedKinds) -> Self {
-        Self { client, kinds }
+    pub fn new(client: Client, kinds: WatchedKinds, stopping: CancellationToken) -> Self {
+        Self {
+            client,
+            kinds,
+            stopping,
+        }
+    }
+
+    /// Refuses `action` once the controller stops (see the module docs).
+    fn refuse_once_stopping(&self, action: &'static str) -> Result<(), WriteError> {
+        if self.stopping.is_cancelled() {
+            return Err(WriteError::Stopping { action });
+        }
+        Ok(())
     }
 
     pub fn client(&self) -> &Client {
@@ -100,6 +120,7 @@ impl Writer {
         action: &'static str,
         object: &Value,
     ) -> Result<Value, WriteError> {
+        self.refuse_once_stopping(action)?;
         let gvk = object::gvk(object).map_err(|missing| WriteError::Incomplete {
             action,
             field: missing.0,
@@ -129,6 +150,7 @@ impl Writer {
     /// Deletes the object `live`, only if it is still the same object (same uid).
     pub async fn delete_object(&self, live: &Value) -> Result<(), WriteError> {
         const ACTION: &str = "delete";
+        self.refuse_once_stopping(ACTION)?;
         let key = object::ObjectKey::of(live).map_err(|missing| WriteError::Incomplete {
             action: ACTION,
             field: missing.0,
@@ -169,6 +191,7 @@ impl Writer {
         labels: &BTreeMap<String, String>,
         annotations: &BTreeMap<String, String>,
     ) -> Result<Namespace, WriteError> {
+        self.refuse_once_stopping(action)?;
         let namespace = json!({
             "apiVersion": "v1",
             "kind": "Namespace",
@@ -191,6 +214,7 @@ impl Writer {
         name: &str,
         keys: &StaleKeys,
     ) -> Result<(), WriteError> {
+        self.refuse_once_stopping("remove keys no longer propagated from a namespace")?;
         let nulls = |keys: &std::collections::BTreeSet<String>| {
             keys.iter()
                 .map(|k| (k.clone(), Value::Null))
@@ -227,6 +251,7 @@ impl Writer {
 
     /// Deletes namespace `name`.
     pub async fn delete_namespace(&self, name: &str, uid: Option<&str>) -> Result<(), WriteError> {
+        self.refuse_once_stopping("delete a namespace")?;
         let params = DeleteParams {
             preconditions: uid.map(|uid| Preconditions {
                 uid: Some(uid.to_owned()),

@@ -421,3 +421,50 @@ async fn a_namespace_deleted_while_the_watch_was_down_is_made_again_at_the_relis
     cluster.shutdown().await;
     Ok(())
 }
+
+/// Issue 22 (third review): a reconcile starts no write once the controller stops. A new child
+/// namespace gets three Secrets copied one after the other; the API server holds the first
+/// copy for 8 s as the controller stops: that write is answered, the other two are never
+/// sent, and the next leader copies them.
+#[tokio::test]
+async fn a_reconcile_between_writes_when_the_controller_stops_sends_no_further_write() -> Result<()>
+{
+    use arbor_kube_emu::faults::{Fault, FaultEffect};
+
+    let mut cluster = Cluster::start(common::ARBOR).await?;
+    cluster
+        .create_namespace("root", &[("type", "root")])
+        .await?;
+    for name in ["s-0", "s-1", "s-2"] {
+        cluster
+            .create_secret("root", name, "v", &[("propagate", "update")])
+            .await?;
+    }
+    cluster.settle().await?;
+    let faults = cluster.emu.faults();
+    faults.inject(
+        Fault::new(FaultEffect::Stall {
+            delay: std::time::Duration::from_secs(8),
+            times: 1,
+        })
+        .verbs(&["patch"])
+        .resources(&["secrets"]),
+    );
+    cluster.emu.requests().reset();
+    cluster
+        .create_namespace("child", &[("parent", "root")])
+        .await?;
+    wait_for("the first copy to be held", || async {
+        Ok(faults.fired() == vec![1])
+    })
+    .await?;
+    cluster.stop_controller().await;
+
+    let copies = cluster.emu.requests().count("patch", "secrets");
+    ensure!(
+        copies == 1,
+        "{copies} copies written; only the held one was sent"
+    );
+    cluster.shutdown().await;
+    Ok(())
+}

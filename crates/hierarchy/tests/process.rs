@@ -9,14 +9,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use clap::Parser;
-use common::{Cluster, wait_for};
+use common::{Cluster, free_port, process_args, wait_for};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// A loopback port that was free a moment ago.
-fn free_port() -> Result<SocketAddr> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?)
-}
 
 /// `GET path` over plain HTTP/1.0: the status line's code and the body.
 async fn get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
@@ -66,37 +60,15 @@ async fn run_refuses_a_bad_configuration_naming_the_flag_the_file_and_the_field(
 async fn run_becomes_ready_after_sync_propagates_and_stops_on_sigterm() -> Result<()> {
     let cluster = Cluster::without_controller(common::ARBOR).await?;
     let dir = tempfile::tempdir()?;
-    let kubeconfig = dir.path().join("kubeconfig");
-    cluster.emu.write_kubeconfig(&kubeconfig)?;
-    let config = dir.path().join("hierarchy.yaml");
-    std::fs::write(
-        &config,
-        "labelKeys: [team]\nwatches:\n  - version: v1\n    kind: Secret\n",
-    )?;
     let admin = free_port()?;
-    let grpc = free_port()?;
-    let args = arbor_hierarchy::Args::try_parse_from([
-        "arbor-hierarchy".to_owned(),
-        format!("--kubeconfig={}", kubeconfig.display()),
-        format!("--config={}", config.display()),
-        format!("--admin-addr={admin}"),
-        format!("--grpc-addr={grpc}"),
-        "--lease-namespace=default".to_owned(),
-        "--lease-renew-interval=200ms".to_owned(),
-        "--shutdown-grace=5s".to_owned(),
-    ])?;
+    let args = process_args(&cluster, dir.path(), admin, "5s")?;
     let process = tokio::spawn(arbor_hierarchy::run(args));
 
     wait_for("/readyz to answer 200", || async {
         Ok(matches!(get(admin, "/readyz").await, Ok((200, _))))
     })
     .await?;
-    cluster
-        .create_namespace("root", &[("type", "root"), ("team", "x")])
-        .await?;
-    cluster
-        .create_namespace("child", &[("parent", "root")])
-        .await?;
+    cluster.root_with_child().await?;
     cluster
         .create_secret("root", "s", "v", &[("propagate", "update")])
         .await?;

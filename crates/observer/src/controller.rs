@@ -126,11 +126,15 @@ async fn reconcile_admitted(
         })?;
     let api: Api<Application> = Api::namespaced(context.observers.resolver.client(), &namespace);
     let key = AppKey::new(&namespace, &name);
+    let shard = context
+        .shards
+        .shard_of(object.metadata.uid.as_deref().unwrap_or_default());
     finalizer(&api, OBSERVER_FINALIZER, application, |event| async {
         let reconciler = Reconciler {
             context: &context,
             api: &api,
             key: &key,
+            shard,
         };
         match event {
             FinalizerEvent::Apply(application) => reconciler.apply(&application).await,
@@ -176,6 +180,8 @@ struct Reconciler<'a> {
     context: &'a Context,
     api: &'a Api<Application>,
     key: &'a AppKey,
+    /// The Application's shard.
+    shard: u32,
 }
 
 /// An Application whose spec and schema are valid, ready to be acted on.
@@ -186,6 +192,17 @@ struct Accepted {
 }
 
 impl Reconciler<'_> {
+    /// Whether the reconcile may start another write: the Application's shard is still held
+    /// for work here, which it no longer is once this replica begins to stop. A write already
+    /// sent is waited for; the rest is left to the shard's next holder.
+    fn may_write(&self) -> Result<(), Error> {
+        if self.context.shards.holds(self.shard) {
+            Ok(())
+        } else {
+            Err(Error::ShardLeft)
+        }
+    }
+
     async fn apply(&self, application: &Application) -> Result<Action, Error> {
         let accepted = match self.accept(application).await {
             Ok(accepted) => accepted,
@@ -321,6 +338,7 @@ impl Reconciler<'_> {
         }
         let responses = match self.write_objects(accepted, &status, delta).await {
             Ok(responses) => responses,
+            Err(Error::ShardLeft) => return Err(Error::ShardLeft),
             Err(error) => {
                 let verdict = ApplicationOutcome::Degraded {
                     reason: reasons::APPLY_FAILED.into(),
@@ -384,10 +402,12 @@ impl Reconciler<'_> {
             .filter_map(|object| ResourceId::of(object).ok())
             .collect();
         for dropped in ids(&status.last_applied_manifest).filter(|id| !declared.contains(id)) {
+            self.may_write()?;
             delete_object(resolver, &dropped).await?;
         }
         let mut responses = Vec::with_capacity(accepted.manifest.len());
         for (object, id) in accepted.manifest.iter().zip(&declared) {
+            self.may_write()?;
             let mut response = apply_object(resolver, object).await?;
             let applied = status
                 .last_applied_manifest
@@ -416,6 +436,7 @@ impl Reconciler<'_> {
             self.write_status(&status).await?;
         }
         for id in ids(&status.last_applied_manifest) {
+            self.may_write()?;
             delete_object(&self.context.observers.resolver, &id).await?;
         }
         registry.record(self.key, LifecycleEvent::ActionDone(action));
@@ -448,6 +469,7 @@ impl Reconciler<'_> {
     }
 
     async fn write_status(&self, status: &ApplicationStatus) -> Result<(), Error> {
+        self.may_write()?;
         let status = to_json(&self.key.to_string(), status)?;
         apply_status(self.api, &self.key.name, OBSERVER_FIELD_MANAGER, status).await?;
         Ok(())

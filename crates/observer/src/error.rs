@@ -58,6 +58,12 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// The Application's shard is no longer worked on here (this replica stops, or gave the
+    /// shard up): the reconcile sends no further write, and the shard's next holder goes on.
+    #[error(
+        "stopped before the next write: this replica no longer works on the Application's shard (it is stopping or gave the shard up)"
+    )]
+    ShardLeft,
     #[error(transparent)]
     Start(#[from] arbor_runtime::component::StartError),
     #[error(transparent)]

@@ -127,15 +127,25 @@ pub struct Running {
 }
 
 impl Running {
-    /// Waits until shutdown and the end of in-flight work.
+    /// The replica's shutdown: what stopping waits for, and what it abandoned.
+    pub fn shutdown(&self) -> &Shutdown {
+        &self.shutdown
+    }
+
+    /// Waits until shutdown and the end of in-flight work. The controller is work the drain
+    /// waits for within the grace period, like every other tracked task: a reconcile whose
+    /// write is still unanswered then is abandoned (logged, counted) and the Lease left to
+    /// expire, rather than the stop waiting for it without bound.
     pub async fn wait(self) -> Result<(), Error> {
-        let outcome = match self.task.await {
+        self.shutdown.drain().await;
+        if !self.task.is_finished() {
+            return Ok(());
+        }
+        match self.task.await {
             Ok(outcome) => outcome,
             Err(join) if join.is_cancelled() => Ok(()),
             Err(join) => std::panic::resume_unwind(join.into_panic()),
-        };
-        self.shutdown.drain().await;
-        outcome
+        }
     }
 
     /// Starts shutdown and waits for it.

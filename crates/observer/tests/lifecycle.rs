@@ -270,3 +270,109 @@ async fn a_burst_of_applications_is_reconciled_a_bounded_number_at_a_time() -> a
     cluster.emu.faults().clear();
     cluster.finish(observer).await
 }
+
+/// A leading observer (with `flags`) whose apply of Application `app`'s Deployment the API
+/// server holds for `seconds`: returns once it is held.
+async fn leader_with_a_deployment_apply_held(
+    flags: &[&str],
+    seconds: u64,
+) -> anyhow::Result<(Cluster, arbor_observer::Running)> {
+    use arbor_kube_emu::faults::{Fault, FaultEffect};
+
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    let mut all_flags = vec!["--leader-election=true"];
+    all_flags.extend_from_slice(flags);
+    let observer = cluster.observer(&all_flags).await?;
+    cluster.emu.faults().inject(
+        Fault::new(FaultEffect::Stall {
+            delay: std::time::Duration::from_secs(seconds),
+            times: 1,
+        })
+        .verbs(&["patch"])
+        .resources(&["apps/deployments"]),
+    );
+    let faults = cluster.emu.faults();
+    cluster
+        .create_application("app", json!({"manifest": nginx_manifest("app")}))
+        .await?;
+    eventually("the Deployment's apply to be held", || async {
+        Ok((faults.fired() == vec![1]).then_some(()))
+    })
+    .await?;
+    Ok((cluster, observer))
+}
+
+/// Issue 22 (third review): an Application's reconcile is work the leader's shutdown waits for
+/// only within the grace period (5 s here). A reconcile whose write the API server holds past
+/// it is abandoned and counted, the stop returns without waiting for the write, and the Lease
+/// is left to expire rather than released while the write may still land. Before, the stop
+/// waited for the controller without bound (here 60 s), then released the Lease.
+#[tokio::test]
+async fn a_reconcile_stuck_past_the_grace_period_leaves_the_lease_to_expire() -> anyhow::Result<()>
+{
+    let (cluster, observer) = leader_with_a_deployment_apply_held(&[], 60).await?;
+    let abandoned = observer.shutdown().abandoned_work();
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(40), observer.stop()).await;
+    assert!(
+        stopped.is_ok(),
+        "the stop waited for the held write, past the grace period"
+    );
+    stopped??;
+
+    assert_eq!(
+        abandoned.get(),
+        1,
+        "the stuck controller, abandoned, is counted"
+    );
+    let lease = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        cluster.client.clone(),
+        "arbor-system",
+    )
+    .get("arbor-observer")
+    .await?;
+    assert!(
+        lease
+            .spec
+            .and_then(|spec| spec.holder_identity)
+            .is_some_and(|holder| !holder.is_empty()),
+        "the Lease was given up while the write may still land"
+    );
+    assert_eq!(
+        cluster.emu.requests().count("patch", "apps/deployments"),
+        0,
+        "the held write was answered before the stop"
+    );
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// Issue 22 (third review): a reconcile starts no write once its replica stops. The leader's
+/// apply of an Application's Deployment is held 8 s as it stops (grace 60 s): that write is
+/// answered before the Lease is given up, and neither the Service nor the status is written
+/// after it; the next leader goes on.
+#[tokio::test]
+async fn a_reconcile_between_writes_when_the_leader_stops_sends_no_further_write()
+-> anyhow::Result<()> {
+    let (cluster, observer) =
+        leader_with_a_deployment_apply_held(&["--shutdown-grace=60s"], 8).await?;
+    cluster.emu.requests().reset();
+    observer.stop().await?;
+
+    let requests = cluster.emu.requests();
+    assert_eq!(
+        requests.count("patch", "apps/deployments"),
+        1,
+        "the held write"
+    );
+    assert_eq!(
+        (
+            requests.count("patch", "services"),
+            requests.count("patch", "arbor.dev/applications")
+        ),
+        (0, 0),
+        "the Service or the status was written after the stop began"
+    );
+    cluster.shutdown().await;
+    Ok(())
+}

@@ -119,6 +119,12 @@ impl Component {
         let shutdown = Shutdown::new(args.shutdown_grace);
         shutdown.trigger_on_signals().map_err(StartError::Signals)?;
         let mut metrics = MetricsRegistry::new();
+        metrics.component(name).register(
+            "shutdown_work_abandoned",
+            "Tracked work (reconciles, re-applies) still running when the shutdown grace period \
+             ran out; the Lease was then left to expire rather than released under it",
+            shutdown.abandoned_work(),
+        );
         let limits = Limits::new(
             args.listener.clone(),
             ListenerMetrics::register(metrics.component(name)),
@@ -310,7 +316,7 @@ impl Component {
         if shards <= 1 || !election.enabled {
             return (
                 self.campaign(),
-                Shards::all(shards, &self.identity, metrics),
+                Shards::all(shards, &self.identity, metrics, self.shutdown.token()),
             );
         }
         let config = ShardConfig {
@@ -328,6 +334,7 @@ impl Component {
             self.client.clone(),
             config,
             metrics,
+            self.shutdown.token(),
             self.shutdown.release_token(),
         );
         self.shutdown.spawn_release(async move {

@@ -25,7 +25,9 @@
 //! a third of a lease duration to spare, whatever happened to its requests.
 //!
 //! Work on a shard runs under a [`ShardGuard`], which the controller checks right before each
-//! batch of writes. Giving a shard up is a drain: the shard stops counting as held at once (no
+//! batch of writes. Once the replica begins to stop, no shard is held for work any more (with
+//! one shard as with many): work in flight finishes the write it sent and starts no other,
+//! and the Leases are given up after it ([`crate::shutdown`]). Giving a shard up is a drain: the shard stops counting as held at once (no
 //! new guard, no new batch), its Lease is still renewed while any guard is out, and only when
 //! the last guard is dropped is the Lease deleted, so its next holder never starts beside a
 //! batch still writing.
@@ -207,19 +209,34 @@ struct Inner {
     /// Told whenever a shard's Lease is renewed or given up, for [`Shards::lost`].
     leases: watch::Sender<()>,
     metrics: ShardMetrics,
+    /// Cancelled when the replica begins to stop: from then on no shard is held for new work
+    /// (see [`Shards::holds`]), while the Leases are kept until the work in flight is done.
+    stopping: CancellationToken,
 }
 
 impl Shards {
-    /// Every one of `count` shards, always: a single active replica (the component's Lease
-    /// decides which), or no leader election at all.
-    pub fn all(count: u32, identity: &str, metrics: ShardMetrics) -> Self {
+    /// Every one of `count` shards, until `stopping` is cancelled (the replica begins to stop):
+    /// a single active replica (the component's Lease decides which), or no leader election
+    /// at all.
+    pub fn all(
+        count: u32,
+        identity: &str,
+        metrics: ShardMetrics,
+        stopping: CancellationToken,
+    ) -> Self {
         let count = count.max(1);
-        let shards = Self::new(count, identity, None, metrics);
+        let shards = Self::new(count, identity, None, metrics, stopping);
         shards.publish();
         shards
     }
 
-    fn new(count: u32, identity: &str, deadline: Option<Duration>, metrics: ShardMetrics) -> Self {
+    fn new(
+        count: u32,
+        identity: &str,
+        deadline: Option<Duration>,
+        metrics: ShardMetrics,
+        stopping: CancellationToken,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 count,
@@ -234,6 +251,7 @@ impl Shards {
                 held: watch::channel(Held::default()).0,
                 leases: watch::channel(()).0,
                 metrics,
+                stopping,
             }),
         }
     }
@@ -252,8 +270,16 @@ impl Shards {
         shard_of(uid, self.inner.count)
     }
 
-    /// Whether this replica may work on `shard` now (see the module docs).
+    /// Whether this replica may work on `shard` now (see the module docs): never once it
+    /// began to stop, so that work in flight starts no new write and the Leases are given up
+    /// as soon as it ends, even with one shard held for good.
     pub fn holds(&self, shard: u32) -> bool {
+        !self.inner.stopping.is_cancelled() && self.leased_for_work(shard)
+    }
+
+    /// Whether `shard`'s Lease was renewed for work within the renew deadline (with one shard,
+    /// or no Leases: whether it is one of the shards), stopping or not.
+    fn leased_for_work(&self, shard: u32) -> bool {
         let Some(deadline) = self.inner.deadline else {
             return shard < self.inner.count;
         };
@@ -265,12 +291,13 @@ impl Shards {
     }
 
     /// Whether this replica answers questions about `shard` now: it holds the shard, or is
-    /// giving it up and its Lease still names it (renewed less than the renew deadline ago).
+    /// giving it up (or stopping) and its Lease still names it (renewed less than the renew
+    /// deadline ago).
     pub fn answers_for(&self, shard: u32) -> bool {
         let Some(deadline) = self.inner.deadline else {
             return shard < self.inner.count;
         };
-        self.holds(shard)
+        self.leased_for_work(shard)
             || lock(&self.inner.leased)
                 .get(shard as usize)
                 .copied()
@@ -425,7 +452,11 @@ impl Shards {
     }
 
     fn publish(&self) {
-        let held = self.held();
+        // The Leases held, stopping or not: a replica that stops keeps what its work recorded
+        // about its shards (it answers for them until the Leases are given up).
+        let held: BTreeSet<u32> = (0..self.inner.count)
+            .filter(|shard| self.leased_for_work(*shard))
+            .collect();
         for shard in 0..self.inner.count {
             self.inner
                 .metrics
@@ -501,6 +532,7 @@ pub fn spawn(
     client: kube::Client,
     config: ShardConfig,
     metrics: ShardMetrics,
+    stopping: CancellationToken,
     release: CancellationToken,
 ) -> (Shards, tokio::task::JoinHandle<()>) {
     let shards = Shards::new(
@@ -508,6 +540,7 @@ pub fn spawn(
         &config.identity,
         Some(config.renew_deadline()),
         metrics,
+        stopping,
     );
     let manager = Manager::new(client, config, shards.clone());
     (shards, tokio::spawn(manager.run(release)))
@@ -609,7 +642,7 @@ impl Manager {
         // A shard taken by another replica is lost at once, whatever our deadline says.
         for (shard, view) in (0..).zip(&views) {
             if view.holder.as_deref() != Some(me.as_str()) {
-                if self.shards.holds(shard) {
+                if self.shards.leased_for_work(shard) {
                     tracing::warn!(shard, holder = ?view.holder, "shard taken by another replica");
                 }
                 self.shards.set(shard, None);
@@ -659,7 +692,7 @@ impl Manager {
             Ok(Role::Leader) => {
                 self.shards.set_leased(shard, Some(sent));
                 if for_work {
-                    if !self.shards.holds(shard) {
+                    if !self.shards.leased_for_work(shard) {
                         tracing::info!(shard, "holding a shard");
                     }
                     self.shards.set(shard, Some(sent));
@@ -800,10 +833,31 @@ mod tests {
 
     #[tokio::test]
     async fn a_single_replica_holds_every_shard_for_good() {
-        let shards = Shards::all(3, "a", ShardMetrics::default());
+        let shards = Shards::all(3, "a", ShardMetrics::default(), CancellationToken::new());
         assert_eq!(shards.held(), BTreeSet::from([0, 1, 2]));
         assert!(!shards.holds(3));
         assert!(shards.guard(2).await.is_some());
+    }
+
+    /// Issue 22: once the replica begins to stop, work in flight reads its shard as no longer
+    /// held (it starts no new write) and no new work is admitted, while the replica still
+    /// answers for the shard until its Lease is given up; the held shards are not republished,
+    /// so nothing forgets what the work recorded.
+    #[tokio::test]
+    async fn a_stopping_replica_works_on_no_shard_but_still_answers_for_it() {
+        let stopping = CancellationToken::new();
+        let shards = Shards::all(1, "a", ShardMetrics::default(), stopping.clone());
+        let guard = shards.guard(0).await.expect("held before stopping");
+        let mut changes = Box::pin(shards.changes());
+        stopping.cancel();
+        assert!(!guard.still_held());
+        assert!(shards.guard(0).await.is_none());
+        assert!(shards.answers_for(0));
+        let changed = tokio::time::timeout(Duration::from_millis(100), changes.next()).await;
+        assert!(
+            changed.is_err(),
+            "stopping was published as a change of the shards held"
+        );
     }
 
     #[tokio::test]
@@ -813,6 +867,7 @@ mod tests {
             "a",
             Some(Duration::from_millis(100)),
             ShardMetrics::default(),
+            CancellationToken::new(),
         );
         assert!(shards.guard(0).await.is_none());
         shards.set(0, Some(Instant::now()));
@@ -832,6 +887,7 @@ mod tests {
             "a",
             Some(Duration::from_secs(60)),
             ShardMetrics::default(),
+            CancellationToken::new(),
         );
         let mut gains = std::pin::pin!(shards.gains());
         shards.set(0, Some(Instant::now()));
@@ -852,6 +908,7 @@ mod tests {
             "a",
             Some(Duration::from_secs(60)),
             ShardMetrics::default(),
+            CancellationToken::new(),
         );
         assert!(!shards.answers_for(0));
         shards.set(0, Some(Instant::now()));
@@ -871,6 +928,7 @@ mod tests {
             "a",
             Some(Duration::from_secs(60)),
             ShardMetrics::default(),
+            CancellationToken::new(),
         );
         shards.set(0, Some(Instant::now()));
         shards.set_leased(0, Some(Instant::now()));
@@ -903,6 +961,7 @@ mod tests {
             "a",
             Some(Duration::from_secs(60)),
             ShardMetrics::default(),
+            CancellationToken::new(),
         );
         shards.set(0, Some(Instant::now()));
         let guard = shards.guard(0).await.unwrap();

@@ -10,7 +10,10 @@
 //! the tracked work has finished. A Lease released while a reconcile is still writing would
 //! let a successor lead beside it, two writers on one object: the hazard client-go warns of
 //! for `ReleaseOnCancel`. When the grace period runs out with work still in flight, nothing is
-//! released: the Lease then expires on its own, after the process (and its writers) are gone.
+//! released: the Lease then expires on its own, after the process (and its writers) are gone;
+//! the work left running is logged and counted ([`Shutdown::abandoned_work`]). Every
+//! controller's reconciles run as such work, so this is the one bound on how long a stopping
+//! replica waits for a write before it lets the Lease expire instead of handing it over.
 //! The same holds when tracked work gave up, at a bound of its own, a write it had already sent
 //! ([`Shutdown::withhold_release`]): the API server may still carry it out, so the Lease is
 //! left to expire rather than handed over under it.
@@ -26,6 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -53,6 +57,8 @@ pub struct Shutdown {
     servers: TaskTracker,
     /// Set by [`Shutdown::withhold_release`].
     withheld: Arc<AtomicBool>,
+    /// Tracked tasks still running when the grace period ran out ([`Shutdown::abandoned_work`]).
+    abandoned: Counter,
 }
 
 impl Shutdown {
@@ -66,6 +72,7 @@ impl Shutdown {
             serving: CancellationToken::new(),
             servers: TaskTracker::new(),
             withheld: Arc::default(),
+            abandoned: Counter::default(),
         }
     }
 
@@ -97,6 +104,13 @@ impl Shutdown {
     /// grace period runs out, and the Lease expires on its own once this process is gone.
     pub fn withhold_release(&self) {
         self.withheld.store(true, Ordering::SeqCst);
+    }
+
+    /// How many tracked tasks (a reconcile, a re-apply) were still running when the grace
+    /// period ran out, and were left to end with the process while its Lease expires; the
+    /// component registers it as `arbor_<component>_shutdown_work_abandoned_total`.
+    pub fn abandoned_work(&self) -> Counter {
+        self.abandoned.clone()
     }
 
     /// Cancelled once the tracked work has finished: the signal for what must outlast every
@@ -175,6 +189,8 @@ impl Shutdown {
             .is_err()
         {
             let still_running = self.tasks.len();
+            self.abandoned
+                .inc_by(u64::try_from(still_running).unwrap_or(u64::MAX));
             tracing::warn!(still_running, grace = ?self.grace, "grace period over; exiting with work in flight, leaving the Lease to expire rather than releasing it under a running writer");
             return Drained::TimedOut { still_running };
         }
@@ -275,6 +291,11 @@ mod tests {
             Drained::TimedOut { still_running: 1 }
         );
         assert!(!shutdown.release_token().is_cancelled());
+        assert_eq!(
+            shutdown.abandoned_work().get(),
+            1,
+            "the stuck task is counted"
+        );
     }
 
     #[tokio::test]

@@ -291,6 +291,8 @@ mod shards {
             client.clone(),
             config(identity),
             ShardMetrics::default(),
+            // Never stopping: these replicas give their shards up (release) without it.
+            CancellationToken::new(),
             stop.clone(),
         );
         Replica { shards, task, stop }

@@ -41,6 +41,7 @@ use super::Context;
 use super::error::{self, ControllerError};
 use super::paged_list::for_each_page;
 use super::reconcile::SourceKind;
+use super::shard;
 use super::source_cache::{CachedSource, Freshness};
 use super::source_handle::SourceHandle;
 use super::status;
@@ -183,6 +184,11 @@ pub async fn run<K: SourceKind>(
         progress.write(None).await?;
         let mut failures = Vec::new();
         for (index, (key, disposal)) in now.iter().enumerate() {
+            // No further write once this replica stops: the next holder goes on from the
+            // inventory left.
+            if !shard::works_on(ctx, handle) {
+                return Ok(Action::await_change());
+            }
             let Some(tracked) = inventory.get(key) else {
                 continue;
             };

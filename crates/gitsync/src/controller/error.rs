@@ -39,6 +39,12 @@ pub enum ControllerError {
     },
     #[error("the git worker stopped: {0}")]
     Worker(String),
+    /// The source's shard is no longer worked on here (this replica stops, or gives the shard
+    /// up): the round sends no further write, and the shard's next holder syncs the source.
+    #[error(
+        "the round stopped before its next write: this replica no longer works on the source's shard (it is stopping or gave the shard up)"
+    )]
+    ShardLeft,
 }
 
 impl From<ApplyError> for ControllerError {
@@ -75,7 +81,8 @@ impl ControllerError {
             Self::Checkout(_) | Self::Load(_) | Self::Worker(_) => CHECKOUT_FAILED,
             Self::Secret { .. } => SECRET_INVALID,
             Self::Apply(error) => error.code(),
-            Self::Kube { .. } => crate::apply::error::WRITE_FAILED,
+            // Never reported: a round whose shard was left writes no status.
+            Self::Kube { .. } | Self::ShardLeft => crate::apply::error::WRITE_FAILED,
         }
     }
 }

@@ -13,6 +13,7 @@ use arbor_api::source::{
 };
 use arbor_api::{ClusterGitTrack, GitSource, GitTrack};
 use arbor_policy::ownership::NamespaceScope;
+use arbor_runtime::Shutdown;
 use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened, object_name};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -27,7 +28,6 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::CancellationToken;
 
@@ -90,48 +90,44 @@ impl SourceKind for ClusterGitTrack {
     }
 }
 
-/// Starts the controllers this instance's scope asks for; they stop when `token` is cancelled.
+/// Starts the controllers this instance's scope asks for, as work `shutdown` waits for before
+/// the Leases are given up; they stop when it begins.
 ///
 /// Every kind is watched as dynamic objects and each object decoded when it is reconciled
 /// ([`arbor_runtime::decode`]): a source or tracking object of the wrong shape is reported and
 /// skipped, and the others of its kind are reconciled as usual.
-pub fn spawn(
-    ctx: Context,
-    triggers: mpsc::UnboundedReceiver<SourceRef>,
-    token: &CancellationToken,
-) -> Vec<JoinHandle<()>> {
+pub fn spawn(ctx: Context, triggers: mpsc::UnboundedReceiver<SourceRef>, shutdown: &Shutdown) {
+    let token = &shutdown.token();
     let ctx = Arc::new(ctx);
     let watches = ctx.settings.scope.watches().clone();
     let (gittrack_triggers, gittrack_requests) = mpsc::unbounded_channel();
     let (cluster_triggers, cluster_requests) = mpsc::unbounded_channel();
-    let mut tasks = vec![
-        tokio::spawn(route_triggers(
-            triggers,
-            gittrack_triggers,
-            cluster_triggers,
-            token.clone(),
-        )),
-        tokio::spawn(shard::forget_lost_shards(ctx.clone(), token.clone())),
-    ];
+    shutdown.spawn(route_triggers(
+        triggers,
+        gittrack_triggers,
+        cluster_triggers,
+        token.clone(),
+    ));
+    shutdown.spawn(shard::forget_lost_shards(ctx.clone(), token.clone()));
 
     if let Some(api) = scoped_api::<GitTrack>(&ctx.client, &watches.gittracks) {
-        tasks.push(tokio::spawn(run_sources::<GitTrack>(
+        shutdown.spawn(run_sources::<GitTrack>(
             api,
             ctx.clone(),
             gittrack_requests,
             token.clone(),
-        )));
+        ));
     }
     if watches.cluster_gittracks {
         let api = scoped_api::<ClusterGitTrack>(&ctx.client, &NamespaceScope::AllNamespaces);
-        tasks.extend(api.map(|api| {
-            tokio::spawn(run_sources::<ClusterGitTrack>(
+        if let Some(api) = api {
+            shutdown.spawn(run_sources::<ClusterGitTrack>(
                 api,
                 ctx.clone(),
                 cluster_requests,
                 token.clone(),
-            ))
-        }));
+            ));
+        }
     }
     let tracking_scope = watches.gittrack_objects();
     let mut tracking_watches = Vec::new();
@@ -152,15 +148,14 @@ pub fn spawn(
         let writer = Writer::new(resource);
         ctx.tracking
             .watch(resource, writer.as_reader(), tracking_scope.clone());
-        tasks.push(tokio::spawn(run_tracking(
+        shutdown.spawn(run_tracking(
             api,
             writer,
             resource,
             ctx.clone(),
             token.clone(),
-        )));
+        ));
     }
-    tasks
 }
 
 /// The dynamic API of `K` in `scope` (any scope is all objects for cluster-scoped kinds).

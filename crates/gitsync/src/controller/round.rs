@@ -548,6 +548,9 @@ async fn sync(
     let foundation = planner.plan(handle, state, Part::Foundation).await;
     timings.plan = lap();
     let wrote_crd = round.apply_plan(&foundation).await;
+    if !round.known.may_write() {
+        return Err(ControllerError::ShardLeft);
+    }
     if wrote_crd {
         round.known.wait_for_new_kinds(&foundation).await;
     }
@@ -556,6 +559,10 @@ async fn sync(
     timings.plan += lap();
     round.apply_plan(&rest).await;
     timings.apply += lap();
+    // Stopped midway: what the round did not apply is not recorded as this commit's state.
+    if !round.known.may_write() {
+        return Err(ControllerError::ShardLeft);
+    }
 
     // The finalizers of pruned tracking objects read the new declarations from the registry.
     round.publish();
@@ -742,7 +749,18 @@ impl Known<'_> {
         }
         // The semaphore is never closed; without a permit the write still goes, unbounded.
         let _permit = self.ctx.writes.acquire().await.ok();
+        // Waiting for the permit may have outlasted the shard (or this replica began to stop).
+        if !self.may_write() {
+            return (planned, Ok(Err(ControllerError::ShardLeft)));
+        }
         (planned, Ok(self.execute(planned).await))
+    }
+
+    /// Whether the round may start another write: its source's shard is still held for work
+    /// here, which it no longer is once this replica begins to stop ([`arbor_runtime::shards`]).
+    /// A write already sent is waited for, never dropped; the rest is left to the next holder.
+    fn may_write(&self) -> bool {
+        super::shard::works_on(self.ctx, self.handle)
     }
 
     /// Ensures the tracking object of `planned`, applies it and writes the tracking object's
@@ -778,6 +796,9 @@ impl Known<'_> {
                 compare: &planned.compare,
             };
             let live = self.live_of(planned, &target).await?;
+            if !self.may_write() {
+                return Err(ControllerError::ShardLeft);
+            }
             decided = Some(self.ctx.applier.decide(&target, live.as_ref()).1);
             Ok::<_, ControllerError>(self.applier.sync_object(&target, live.as_ref()).await?)
         }
@@ -812,6 +833,9 @@ impl Known<'_> {
     /// failed write is logged and counted, and the next round tries again: the object itself
     /// was handled.
     async fn record_condition(&self, planned: &PlannedObject, condition: ConditionUpdate) {
+        if !self.may_write() {
+            return;
+        }
         let stored = self.tracked.get(&planned.key).map_or(&[][..], |tracked| {
             tracked.declaration().conditions.as_slice()
         });
@@ -1012,7 +1036,9 @@ impl Tally {
                 outcome.wrote
             }
             Err(failure) => {
-                known.ctx.metrics.count_error(failure.code());
+                if !matches!(failure, ControllerError::ShardLeft) {
+                    known.ctx.metrics.count_error(failure.code());
+                }
                 record.state = ObjectState::Failed;
                 record.message = failure.to_string();
                 self.errors.push(source_error(
@@ -1121,13 +1147,13 @@ impl Sync<'_> {
             }
             // The earliest unrecorded object is in the window whenever results wait, so a full
             // `finished` never leaves the window empty.
-            while window.len() < width && finished.has_room() {
+            while window.len() < width && finished.has_room() && known.may_write() {
                 let Some((index, planned)) = waiting.next() else {
                     break;
                 };
                 window.push(async move { (index, known.attempt(planned).await) });
             }
-            if progress.is_none() {
+            if progress.is_none() && known.may_write() {
                 progress = tally.progress_write(known);
             }
             let next = match progress.as_mut() {
@@ -1174,6 +1200,9 @@ impl Sync<'_> {
                 continue;
             }
             let permit = self.known.ctx.writes.acquire().await.ok();
+            if !self.known.may_write() {
+                return;
+            }
             let deleted = tracking::delete(self.known.ctx, tracked).await;
             drop(permit);
             match deleted {
@@ -1200,6 +1229,9 @@ impl Sync<'_> {
                 compare: &compare,
             };
             let permit = self.known.ctx.writes.acquire().await.ok();
+            if !self.known.may_write() {
+                return;
+            }
             let swept = self.known.applier.sync_object(&target, Some(live)).await;
             drop(permit);
             match swept {

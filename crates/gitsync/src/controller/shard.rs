@@ -102,6 +102,14 @@ impl Admitted {
     }
 }
 
+/// Whether this replica still works on `handle`'s source: its shard is held for work here,
+/// which it no longer is once the replica begins to stop (or gives the shard up). Asked before
+/// each write of a round or of a source's deletion, so that neither starts a write then: the
+/// one in flight is waited for, the rest is left to the shard's next holder.
+pub fn works_on(ctx: &Context, handle: &SourceHandle) -> bool {
+    ctx.shards.holds(ctx.shards.shard_of(&handle.uid))
+}
+
 /// Sets `status.shard` and `status.handledBy` for a source in `shard` synced by `replica`, or
 /// clears them when the sources are not sharded.
 fn assign(status: &mut GitSourceStatus, shards: u32, shard: u32, replica: &str) {

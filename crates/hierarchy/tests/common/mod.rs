@@ -250,6 +250,13 @@ impl Cluster {
 
     /// Creates namespace `name` with `labels` (keys without a domain are taken as they are;
     /// `type`, `template`, `parent` are put under the test's domain).
+    /// Root namespace `root`, labelled `team: x`, and its child `child`.
+    pub async fn root_with_child(&self) -> Result<()> {
+        self.create_namespace("root", &[("type", "root"), ("team", "x")])
+            .await?;
+        self.create_namespace("child", &[("parent", "root")]).await
+    }
+
     pub async fn create_namespace(&self, name: &str, labels: &[(&str, &str)]) -> Result<()> {
         let namespace = json!({
             "apiVersion": "v1", "kind": "Namespace",
@@ -578,6 +585,41 @@ impl Cluster {
         )
         .await
     }
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> Result<std::net::SocketAddr> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?)
+}
+
+/// The whole process's flags against `cluster`: its kubeconfig and a configuration that
+/// propagates Secrets and the `team` label, both written in `dir`; the admin server on `admin`,
+/// gRPC on a free port, the Lease in `default` renewed every 200 ms, `--shutdown-grace=grace`.
+pub fn process_args(
+    cluster: &Cluster,
+    dir: &std::path::Path,
+    admin: std::net::SocketAddr,
+    grace: &str,
+) -> Result<arbor_hierarchy::Args> {
+    use clap::Parser as _;
+    let kubeconfig = dir.join("kubeconfig");
+    cluster.emu.write_kubeconfig(&kubeconfig)?;
+    let config = dir.join("hierarchy.yaml");
+    std::fs::write(
+        &config,
+        "labelKeys: [team]\nwatches:\n  - version: v1\n    kind: Secret\n",
+    )?;
+    Ok(arbor_hierarchy::Args::try_parse_from([
+        "arbor-hierarchy".to_owned(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--config={}", config.display()),
+        format!("--admin-addr={admin}"),
+        format!("--grpc-addr={}", free_port()?),
+        "--lease-namespace=default".to_owned(),
+        "--lease-renew-interval=200ms".to_owned(),
+        format!("--shutdown-grace={grace}"),
+    ])?)
 }
 
 pub fn base64(text: &str) -> String {

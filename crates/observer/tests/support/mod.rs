@@ -50,7 +50,7 @@ impl Cluster {
     }
 
     /// Starts the observer with `extra` flags; admin and gRPC on free loopback ports, no leader
-    /// election unless `extra` asks for it.
+    /// election and a 5 s shutdown grace period unless `extra` sets them.
     pub async fn observer(&self, extra: &[&str]) -> anyhow::Result<Running> {
         let mut argv = vec![
             "arbor-observer",
@@ -58,9 +58,13 @@ impl Cluster {
             "127.0.0.1:0",
             "--grpc-addr",
             "127.0.0.1:0",
-            "--shutdown-grace",
-            "5s",
         ];
+        if !extra
+            .iter()
+            .any(|flag| flag.starts_with("--shutdown-grace"))
+        {
+            argv.extend(["--shutdown-grace", "5s"]);
+        }
         if !extra
             .iter()
             .any(|flag| flag.starts_with("--leader-election"))
