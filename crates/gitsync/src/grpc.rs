@@ -995,7 +995,10 @@ impl SyncService for SyncServiceImpl {
             }
             return Err(held_elsewhere(&self.ctx, &source, &elsewhere));
         }
-        let Some(before) = self.ctx.registry.get(&source) else {
+        // Read in place: a record holds one entry per declared object.
+        let Some(before) = self.ctx.registry.view(&source, |record| {
+            (record.rounds, source_status(&source, record))
+        }) else {
             return Err(Status::not_found(format!(
                 "{source} is not reconciled by this instance"
             )));
@@ -1005,12 +1008,16 @@ impl SyncService for SyncServiceImpl {
             && self
                 .ctx
                 .registry
-                .wait_for_round(&source, before.rounds, TRIGGER_PATIENCE)
+                .wait_for_round(&source, before.0, TRIGGER_PATIENCE)
                 .await;
-        let record = self.ctx.registry.get(&source).unwrap_or(before);
+        let status = self
+            .ctx
+            .registry
+            .view(&source, |record| source_status(&source, record))
+            .unwrap_or(before.1);
         Ok(Response::new(proto::TriggerSyncResponse {
             completed,
-            status: Some(source_status(&source, &record)),
+            status: Some(status),
         }))
     }
 

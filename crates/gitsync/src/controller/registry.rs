@@ -253,7 +253,10 @@ impl Registry {
         let mut rounds = self.rounds.subscribe();
         let finished = async {
             loop {
-                if self.get(source).is_some_and(|record| record.rounds > after) {
+                if self
+                    .view(source, |record| record.rounds > after)
+                    .unwrap_or(false)
+                {
                     return;
                 }
                 if rounds.changed().await.is_err() {

@@ -643,16 +643,23 @@ impl Finalizing {
         };
         let alive = standing == SourceStanding::Alive;
         let owning = owner.map(|(source, _)| source);
-        let record = owning
+        // Read in place: a prune finalizes every tracking object of a source, and a copy of
+        // the source's record (one entry per declared object) for each was quadratic.
+        let (still_declared, declarations_known) = owning
             .as_ref()
             .filter(|_| alive)
-            .and_then(|source| ctx.registry.get(source));
-        let still_declared = record
-            .as_ref()
-            .is_some_and(|record| record.objects.contains_key(tracked.key()));
-        // The registry is this instance's: empty for a source until a round of it finishes
-        // here (after a restart, or a shard taken over from another replica).
-        let declarations_known = record.as_ref().is_some_and(|record| record.good.is_some());
+            .and_then(|source| {
+                ctx.registry.view(source, |record| {
+                    // The registry is this instance's: empty for a source until a round of
+                    // it finishes here (after a restart, or a shard taken over from another
+                    // replica).
+                    (
+                        record.objects.contains_key(tracked.key()),
+                        record.good.is_some(),
+                    )
+                })
+            })
+            .unwrap_or((false, false));
         let orphan = tracked
             .meta()
             .annotations
