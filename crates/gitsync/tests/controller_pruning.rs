@@ -888,3 +888,56 @@ async fn deleting_a_source_sends_no_further_write_once_the_leader_stops() -> any
     );
     Ok(())
 }
+
+/// A source's deletion whose last write is held when the leader stops writes nothing to the
+/// source after it: no progress on its status and no removal of its finalizer by a next pass
+/// (both the next holder's to write). Before, the next pass listed the inventory again and
+/// removed the finalizer.
+#[tokio::test]
+async fn deleting_a_source_writes_no_progress_once_the_leader_stops() -> anyhow::Result<()> {
+    use arbor_kube_emu::faults::{Fault, FaultEffect};
+
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    repo.write("a.yaml", &configmap(None, "a", "1"))?;
+    let commit = repo.commit("one")?;
+    let instance = start_instance(cluster.client.clone(), true, &GITTRACKS).await?;
+    let source = gittrack_with_repo(&cluster, "foo", "apps", &repo, Some("Orphan")).await?;
+    cluster.synced(&instance, &source, &commit).await?;
+
+    let faults = cluster.emu.faults();
+    faults.inject(
+        Fault::new(FaultEffect::Stall {
+            delay: std::time::Duration::from_secs(8),
+            times: 1,
+        })
+        .verbs(&["delete"])
+        .resources(&["arbor.dev/gittrackobjects"]),
+    );
+    gittracks(&cluster, "foo")
+        .delete("apps", &DeleteParams::default())
+        .await?;
+    eventually("the tracking object's DELETE to be held", || async {
+        Ok((faults.fired() == vec![1]).then_some(()))
+    })
+    .await?;
+    cluster.emu.requests().reset();
+    instance.stop().await;
+
+    let requests = cluster.emu.requests();
+    assert_eq!(
+        requests.count("delete", "arbor.dev/gittrackobjects"),
+        1,
+        "the held DELETE was answered before the stop ended"
+    );
+    assert_eq!(
+        requests.count("patch", "arbor.dev/gittracks")
+            + requests.count("update", "arbor.dev/gittracks"),
+        0,
+        "no status write after the stop began: {:?}",
+        requests.counts()
+    );
+    Ok(())
+}

@@ -3,6 +3,7 @@
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+use tokio_util::sync::CancellationToken;
 
 use crate::throttle::RetryThrottledLayer;
 
@@ -83,26 +84,47 @@ pub async fn client(args: &CommonArgs) -> Result<Client, ClientError> {
 /// prefers its backoff over a shorter `Retry-After`, so with both a request refused a few
 /// times in a row was resent up to 16 times per attempt of ours and one object could hold a
 /// round for minutes after the server had recovered.
-pub fn with_retries(mut config: Config) -> Result<Client, ClientError> {
+pub fn with_retries(config: Config) -> Result<Client, ClientError> {
+    with_retry_policy(config, RetryThrottledLayer::default())
+}
+
+/// [`with_retries`], but nothing is resent once `stop` is cancelled (a component's shutdown,
+/// which a lost Lease also starts; see [`crate::throttle`]).
+pub fn with_retries_until(config: Config, stop: CancellationToken) -> Result<Client, ClientError> {
+    with_retry_policy(
+        config,
+        RetryThrottledLayer {
+            stop: Some(stop),
+            ..RetryThrottledLayer::default()
+        },
+    )
+}
+
+fn with_retry_policy(
+    mut config: Config,
+    policy: RetryThrottledLayer,
+) -> Result<Client, ClientError> {
     config.default_retry = false;
-    Ok(ClientBuilder::try_from(config)?
-        .with_layer(&RetryThrottledLayer::default())
-        .build())
+    Ok(ClientBuilder::try_from(config)?.with_layer(&policy).build())
 }
 
 /// A client for a kubeconfig held in memory, such as the one an emulated API server hands
 /// out in tests and in the demo, or one read from a Secret.
 pub async fn from_kubeconfig_yaml(yaml: &str) -> Result<Client, ClientError> {
+    with_retries(config_from_kubeconfig_yaml(yaml).await?)
+}
+
+/// The client configuration of a kubeconfig held in memory.
+pub async fn config_from_kubeconfig_yaml(yaml: &str) -> Result<Config, ClientError> {
     let shown = || "(in-memory kubeconfig)".to_owned();
     let kubeconfig = Kubeconfig::from_yaml(yaml).map_err(|source| ClientError::ReadKubeconfig {
         path: shown(),
         source,
     })?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|source| ClientError::Kubeconfig {
             path: shown(),
             source,
-        })?;
-    with_retries(config)
+        })
 }

@@ -104,19 +104,42 @@ impl Component {
     /// Sets up logging, signal handling, TLS material and the Kubernetes client.
     pub async fn start(name: &'static str, args: CommonArgs) -> Result<Self, StartError> {
         telemetry::init(&args.log_level, args.log_format)?;
-        let client = client::client(&args).await?;
-        Self::with_client(name, args, client)
+        let config = client::config(&args).await?;
+        Self::with_config(name, args, config)
+    }
+
+    /// As [`Component::start`], with the client's configuration the caller chose (tests, the
+    /// demo); logging is left to the caller. The client stops resending throttled requests
+    /// once the component begins to stop ([`crate::throttle`]).
+    pub fn with_config(
+        name: &'static str,
+        args: CommonArgs,
+        config: kube::Config,
+    ) -> Result<Self, StartError> {
+        let shutdown = Shutdown::new(args.shutdown_grace);
+        let client = client::with_retries_until(config, shutdown.token())?;
+        Self::assemble(name, args, client, shutdown)
     }
 
     /// As [`Component::start`], with a client the caller built (tests, the demo); logging is
-    /// left to the caller.
+    /// left to the caller. Its retries are its own: unlike [`Component::with_config`]'s, they
+    /// go on while the component stops.
     pub fn with_client(
         name: &'static str,
         args: CommonArgs,
         client: kube::Client,
     ) -> Result<Self, StartError> {
-        let tls = TlsMaterial::load(&args.tls)?;
         let shutdown = Shutdown::new(args.shutdown_grace);
+        Self::assemble(name, args, client, shutdown)
+    }
+
+    fn assemble(
+        name: &'static str,
+        args: CommonArgs,
+        client: kube::Client,
+        shutdown: Shutdown,
+    ) -> Result<Self, StartError> {
+        let tls = TlsMaterial::load(&args.tls)?;
         shutdown.trigger_on_signals().map_err(StartError::Signals)?;
         let mut metrics = MetricsRegistry::new();
         metrics.component(name).register(

@@ -8,6 +8,12 @@
 //! backoff, each with jitter so that throttled clients do not come back in step; at most
 //! `attempts` times, then the last answer goes to the caller. Only requests whose body can be
 //! replayed (all of kube-rs's, which are buffered) are retried.
+//!
+//! A component's client stops resending once the component begins to stop or loses its Lease
+//! ([`RetryThrottledLayer::stop`]): the last answer goes to the caller at once. A refused
+//! request was not carried out, so each resend is a new write; one made after the replica's
+//! step-down could land after its successor's, which the renew deadline's margin (a third of
+//! the lease duration) does not cover when the resends go on for up to ten times ten seconds.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,10 +24,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use http::{Request, Response, StatusCode, header};
 use kube::client::Body;
 use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
 use tower::{Layer, Service, ServiceExt};
 
 /// How throttled requests are retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct RetryThrottledLayer {
     /// Attempts in all, the first included.
     pub attempts: u32,
@@ -29,6 +36,8 @@ pub struct RetryThrottledLayer {
     pub base: Duration,
     /// The longest wait, `Retry-After` included.
     pub max: Duration,
+    /// Once cancelled, nothing is resent (see the module docs); `None` resends regardless.
+    pub stop: Option<CancellationToken>,
 }
 
 impl Default for RetryThrottledLayer {
@@ -37,6 +46,7 @@ impl Default for RetryThrottledLayer {
             attempts: 10,
             base: Duration::from_millis(100),
             max: Duration::from_secs(10),
+            stop: None,
         }
     }
 }
@@ -47,7 +57,7 @@ impl<S> Layer<S> for RetryThrottledLayer {
     fn layer(&self, inner: S) -> Self::Service {
         RetryThrottled {
             inner: Arc::new(Mutex::new(inner)),
-            policy: *self,
+            policy: self.clone(),
         }
     }
 }
@@ -66,7 +76,7 @@ impl<S> Clone for RetryThrottled<S> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
-            policy: self.policy,
+            policy: self.policy.clone(),
         }
     }
 }
@@ -135,7 +145,7 @@ where
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         let inner = self.inner.clone();
-        let policy = self.policy;
+        let policy = self.policy.clone();
         Box::pin(async move {
             let (parts, body) = request.into_parts();
             let Some(template) = body.try_clone() else {
@@ -161,8 +171,20 @@ where
                     ?delay,
                     "the API server throttled the request; retrying"
                 );
+                let stop = policy.stop.clone().unwrap_or_default();
+                if stop.is_cancelled() {
+                    break;
+                }
+                // Waiting out the backoff ends early, with the last answer, once stopping.
+                if stop
+                    .run_until_cancelled(tokio::time::sleep(delay))
+                    .await
+                    .is_none()
+                {
+                    tracing::debug!(method = %parts.method, uri = %parts.uri, "stopping: a throttled request is not sent again");
+                    break;
+                }
                 drop(response);
-                tokio::time::sleep(delay).await;
                 response = send(&inner, Request::from_parts(parts.clone(), body)).await?;
             }
             Ok(response)

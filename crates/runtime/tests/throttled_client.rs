@@ -41,3 +41,54 @@ async fn a_refused_request_is_sent_exactly_as_often_as_arbors_policy_says() {
         "each attempt of Arbor's policy is one request: nothing retries underneath it"
     );
 }
+
+/// A component's client sends a refused write no more once the component begins to stop (as a
+/// lost Lease also makes it): the caller gets the server's 429 at once instead of resends that
+/// could land after another replica took over.
+#[tokio::test]
+async fn a_components_client_resends_nothing_once_the_component_stops() {
+    use arbor_runtime::{CommonArgs, Component};
+    use clap::Parser as _;
+    use kube::api::PostParams;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        common: CommonArgs,
+    }
+
+    let emu = KubeEmu::start().await.expect("emulator starts");
+    let config = arbor_runtime::client::config_from_kubeconfig_yaml(&emu.kubeconfig_yaml())
+        .await
+        .expect("configuration from the emulator's kubeconfig");
+    let cli = Cli::try_parse_from(["arbor-test", "--leader-election=false"]).unwrap();
+    let component = Component::with_config("throttled", cli.common, config).unwrap();
+    emu.faults().inject(
+        Fault::status(429)
+            .verbs(&["create"])
+            .resources(&["configmaps"]),
+    );
+    let api: Api<ConfigMap> = Api::namespaced(component.client(), "default");
+    let config_map: ConfigMap =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "refused"}})).unwrap();
+    let write = tokio::spawn(async move { api.create(&PostParams::default(), &config_map).await });
+    // The first refusal says `Retry-After: 1`: the stop begins while the client waits it out.
+    tokio::time::timeout(PATIENCE, async {
+        while emu.faults().fired() != vec![1] {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the write is refused once");
+    component.shutdown().trigger();
+
+    let answer = tokio::time::timeout(Duration::from_secs(5), write)
+        .await
+        .expect("the write is answered once stopping, not after the policy's ten attempts")
+        .unwrap();
+    match answer {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 429),
+        other => panic!("expected the server's 429, got {other:?}"),
+    }
+    assert_eq!(emu.faults().fired(), vec![1], "nothing was resent");
+}

@@ -114,6 +114,11 @@ pub async fn run<K: SourceKind>(
         written: handle.status.clone(),
     };
     for _ in 0..PASSES {
+        // Each pass may end in the source's finalizer going: none starts once this replica
+        // stops (the next holder lists the inventory again).
+        if !shard::works_on(ctx, handle) {
+            return Ok(Action::await_change());
+        }
         let inventory = tracking::list_inventory(ctx, handle, tracking::InventoryRead::Fresh)
             .await?
             .owned;
@@ -192,7 +197,7 @@ pub async fn run<K: SourceKind>(
             let Some(tracked) = inventory.get(key) else {
                 continue;
             };
-            match dispose(ctx, source, tracked, disposal).await {
+            match dispose(ctx, source, handle, tracked, disposal).await {
                 Ok(deleted) => {
                     if deleted {
                         progress.counts.deleted += 1;
@@ -233,6 +238,7 @@ fn count(n: usize) -> i64 {
 async fn dispose<K: SourceKind>(
     ctx: &Context,
     source: &K,
+    handle: &SourceHandle,
     tracked: &Tracked,
     disposal: &Disposal,
 ) -> Result<bool, ControllerError> {
@@ -255,6 +261,11 @@ async fn dispose<K: SourceKind>(
         }
         Disposal::Release(Release::Orphan) => false,
     };
+    // The object's deletion may have outlasted this replica's hold on the source: its
+    // tracking object then stays for the next holder, which finds the object gone.
+    if !shard::works_on(ctx, handle) {
+        return Ok(deleted);
+    }
     tracking::release(ctx, tracked).await?;
     if let Disposal::Release(Release::DeclaredBy(_)) = disposal {
         for other in tracking::declared_elsewhere(ctx, None, tracked.key()) {
@@ -479,6 +490,11 @@ impl<K: SourceKind> Progress<'_, K> {
 
     async fn save(&mut self, next: GitSourceStatus) -> Result<(), ControllerError> {
         if next == self.written {
+            return Ok(());
+        }
+        // Every progress write passes here: none starts once this replica stops (the next
+        // holder writes its own).
+        if !shard::works_on(self.ctx, self.handle) {
             return Ok(());
         }
         let (api, resource) = status::source_api(&self.ctx.client, &self.handle.reference);

@@ -288,7 +288,9 @@ async fn reconcile_admitted<K: SourceKind>(
     let source = match K::decode(&current) {
         Ok(source) => source,
         Err(error) => {
-            undecodable_source::<K>(&ctx, &current, &error).await?;
+            if admitted.guard.still_held() {
+                undecodable_source::<K>(&ctx, &current, &error).await?;
+            }
             return Ok(Action::await_change());
         }
     };
@@ -298,6 +300,10 @@ async fn reconcile_admitted<K: SourceKind>(
     ctx.registry.update(&handle.reference, |record| {
         record.status = handle.status.clone();
     });
+    // A reconcile that waited for the source's round lock may get it after stopping began.
+    if !shard::works_on(&ctx, &handle) {
+        return Ok(Action::await_change());
+    }
     if source.meta().deletion_timestamp.is_some() {
         return deletion::run(&ctx, &source, &handle).await;
     }
@@ -310,6 +316,8 @@ async fn reconcile_admitted<K: SourceKind>(
     let written = report(&ctx, &handle, &result).await;
     ctx.registry.round_finished(&handle.reference);
     written?;
+    // Made even once stopping began: a mass-prune allowance the round used must not be left
+    // for the next holder to use again (the write only removes an annotation).
     if result.allowance_used {
         consume_allowance(&ctx, &source, &handle).await?;
     }
@@ -665,6 +673,11 @@ async fn finalize_tracking(
     // The cleanup first, then gitsync's finalizer goes, by a JSON patch that tests the entry
     // first (no resourceVersion needed, and a finalizer someone else added is never dropped).
     let rounds = finalizing.carry_out(&ctx).await?;
+    // The clean-up took a read and a write: stopping may have begun meanwhile. The finalizer
+    // then stays for the shard's next holder, whose decision finds the clean-up done.
+    if !admitted.guard.still_held() {
+        return Ok(Action::await_change());
+    }
     tracking::remove_finalizer(&ctx, &record.name_any(), record.meta()).await?;
     // Rounds are asked for once the tracking object is let go, so that they make a new one.
     for source in &rounds {

@@ -224,8 +224,14 @@ pub async fn forget_lost_shards(ctx: std::sync::Arc<Context>, token: Cancellatio
     let mut changes = ctx.shards.changes();
     loop {
         tokio::select! {
-            change = changes.next() => if change.is_none() { return },
+            biased;
             () = token.cancelled() => return,
+            change = changes.next() => if change.is_none() { return },
+        }
+        // Once stopping, no shard is held for work while the replica still answers for each
+        // until its Lease goes: a change seen then forgets nothing.
+        if token.is_cancelled() {
+            return;
         }
         forget_unheld(&ctx);
     }
