@@ -277,30 +277,37 @@ async fn leader_with_a_deployment_apply_held(
     flags: &[&str],
     seconds: u64,
 ) -> anyhow::Result<(Cluster, arbor_observer::Running)> {
-    use arbor_kube_emu::faults::{Fault, FaultEffect};
-
     let cluster = Cluster::start().await?;
     cluster.namespace("arbor-system").await?;
     let mut all_flags = vec!["--leader-election=true"];
     all_flags.extend_from_slice(flags);
     let observer = cluster.observer(&all_flags).await?;
-    cluster.emu.faults().inject(
-        Fault::new(FaultEffect::Stall {
-            delay: std::time::Duration::from_secs(seconds),
-            times: 1,
-        })
-        .verbs(&["patch"])
-        .resources(&["apps/deployments"]),
-    );
+    create_with_deployment_apply_held(&cluster, "app", seconds).await?;
+    Ok((cluster, observer))
+}
+
+/// Has the API server hold the next apply of a Deployment for `seconds`, creates the nginx
+/// Application `name`, and returns once its Deployment's apply is held.
+async fn create_with_deployment_apply_held(
+    cluster: &Cluster,
+    name: &str,
+    seconds: u64,
+) -> anyhow::Result<()> {
+    use arbor_kube_emu::faults::Fault;
+
     let faults = cluster.emu.faults();
+    faults.inject(
+        Fault::held_once(std::time::Duration::from_secs(seconds))
+            .verbs(&["patch"])
+            .resources(&["apps/deployments"]),
+    );
     cluster
-        .create_application("app", json!({"manifest": nginx_manifest("app")}))
+        .create_application(name, json!({"manifest": nginx_manifest(name)}))
         .await?;
     eventually("the Deployment's apply to be held", || async {
         Ok((faults.fired() == vec![1]).then_some(()))
     })
-    .await?;
-    Ok((cluster, observer))
+    .await
 }
 
 /// Issue 22 (third review): an Application's reconcile is work the leader's shutdown waits for
@@ -385,8 +392,6 @@ async fn a_reconcile_between_writes_when_the_leader_stops_sends_no_further_write
 /// only after the controller's in-flight reconciles, and this one wrote its status.
 #[tokio::test]
 async fn an_observer_sends_no_status_write_once_its_replica_stops() -> anyhow::Result<()> {
-    use arbor_kube_emu::faults::{Fault, FaultEffect};
-
     let cluster = Cluster::start().await?;
     cluster.namespace("arbor-system").await?;
     let observer = cluster
@@ -401,22 +406,7 @@ async fn an_observer_sends_no_status_write_once_its_replica_stops() -> anyhow::R
         Ok(observer.registry.is_running(&key).then_some(()))
     })
     .await?;
-    let faults = cluster.emu.faults();
-    faults.inject(
-        Fault::new(FaultEffect::Stall {
-            delay: std::time::Duration::from_secs(4),
-            times: 1,
-        })
-        .verbs(&["patch"])
-        .resources(&["apps/deployments"]),
-    );
-    cluster
-        .create_application("held", json!({"manifest": nginx_manifest("held")}))
-        .await?;
-    eventually("held's Deployment apply to be held", || async {
-        Ok((faults.fired() == vec![1]).then_some(()))
-    })
-    .await?;
+    create_with_deployment_apply_held(&cluster, "held", 4).await?;
 
     cluster.emu.requests().reset();
     observer.shutdown().trigger();
