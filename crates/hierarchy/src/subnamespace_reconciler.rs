@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use arbor_api::SubNamespaceStatus;
 use arbor_api::condition::{ConditionStatus, ConditionUpdate, reasons, set_condition, types};
-use arbor_api::keys::{HIERARCHY_FIELD_MANAGER, HIERARCHY_FINALIZER};
+use arbor_api::keys::HIERARCHY_FINALIZER;
 use arbor_policy::keys::Keys;
 use arbor_policy::propagation::{
     NamespaceState, SubNamespace, SubNamespaceAction, SubNamespaceDeletion, finalize_sub_namespace,
@@ -51,13 +51,6 @@ pub enum SubNamespaceFailure {
     },
     #[error(transparent)]
     Write(#[from] WriteError),
-    #[error("SubNamespace {namespace}/{name}: cannot write status: {source}")]
-    Status {
-        namespace: String,
-        name: String,
-        #[source]
-        source: kube::Error,
-    },
 }
 
 /// Why a SubNamespace reconcile failed.
@@ -102,10 +95,23 @@ pub async fn reconcile(
             return result.map_err(|e| SubNamespaceError(Box::new(e)));
         }
     }
+    // `finalizer()` may add the finalizer first thing: a write.
+    if let Err(stopping) = context.writer.refuse_once_stopping("add the finalizer") {
+        return Err(SubNamespaceError(Box::new(finalizer::Error::ApplyFailed(
+            stopping.into(),
+        ))));
+    }
     let result = finalizer(&api, HIERARCHY_FINALIZER, sub_namespace, |event| async {
         match event {
             finalizer::Event::Apply(sub) => apply(&sub, &context).await,
-            finalizer::Event::Cleanup(sub) => cleanup(&sub, &context).await,
+            finalizer::Event::Cleanup(sub) => {
+                let action = cleanup(&sub, &context).await?;
+                // `finalizer()` removes the finalizer once the clean-up succeeded: a write.
+                context
+                    .writer
+                    .refuse_once_stopping("remove the finalizer")?;
+                Ok(action)
+            }
         }
     })
     .await;
@@ -148,6 +154,10 @@ async fn take_over(
     cleanup(sub, context)
         .await
         .map_err(finalizer::Error::CleanupFailed)?;
+    context
+        .writer
+        .refuse_once_stopping("remove the predecessor's finalizer")
+        .map_err(|stopping| finalizer::Error::CleanupFailed(stopping.into()))?;
     let remaining: Vec<&String> = sub
         .finalizers()
         .iter()
@@ -379,23 +389,15 @@ async fn write_status(
         "metadata": {"name": sub.name_any(), "namespace": sub.namespace()},
         "status": status,
     });
-    let namespace = sub.namespace().unwrap_or_default();
-    Api::<DynamicObject>::namespaced_with(
-        context.writer.client().clone(),
-        &namespace,
-        &context.sub_namespaces,
-    )
-    .patch_status(
-        &sub.name_any(),
-        &PatchParams::apply(HIERARCHY_FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(|source| SubNamespaceFailure::Status {
-        namespace,
-        name: sub.name_any(),
-        source,
-    })?;
+    context
+        .writer
+        .apply_status(
+            &context.sub_namespaces,
+            &sub.namespace().unwrap_or_default(),
+            &sub.name_any(),
+            &patch,
+        )
+        .await?;
     Ok(())
 }
 

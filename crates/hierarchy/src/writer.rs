@@ -3,7 +3,9 @@
 //! the `propagate` annotation it adds), and deletes guarded by the object's uid so that an
 //! object recreated in the meantime is never removed by mistake. Once the controller stops,
 //! no write starts: a reconcile between two writes sends no further one (the one in flight is
-//! waited for before the Lease is released), and the next leader carries on.
+//! waited for before the Lease is released), and the next leader carries on. The writes
+//! another library sends for the controller (kube's `finalizer()` adding or removing the
+//! finalizer) are preceded by the same check ([`Writer::refuse_once_stopping`]).
 
 use std::collections::BTreeMap;
 
@@ -11,7 +13,7 @@ use arbor_api::keys::HIERARCHY_FIELD_MANAGER;
 use arbor_policy::object::{self, GroupKind};
 use arbor_policy::propagation::StaleKeys;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -80,8 +82,9 @@ impl Writer {
         }
     }
 
-    /// Refuses `action` once the controller stops (see the module docs).
-    fn refuse_once_stopping(&self, action: &'static str) -> Result<(), WriteError> {
+    /// Refuses `action` once the controller stops (see the module docs): the one check every
+    /// write goes through, called right before it.
+    pub fn refuse_once_stopping(&self, action: &'static str) -> Result<(), WriteError> {
         if self.stopping.is_cancelled() {
             return Err(WriteError::Stopping { action });
         }
@@ -244,6 +247,35 @@ impl Writer {
             .map_err(|source| WriteError::Api {
                 action: "remove keys no longer propagated from",
                 object: format!("namespace {name}"),
+                source,
+            })?;
+        Ok(())
+    }
+
+    /// Applies `object`'s status (server-side, on the status subresource) to the object of
+    /// kind `resource` in `namespace`.
+    pub async fn apply_status(
+        &self,
+        resource: &ApiResource,
+        namespace: &str,
+        name: &str,
+        object: &Value,
+    ) -> Result<(), WriteError> {
+        const ACTION: &str = "write the status of";
+        self.refuse_once_stopping(ACTION)?;
+        Api::<DynamicObject>::namespaced_with(self.client.clone(), namespace, resource)
+            .patch_status(name, &apply_params(), &Patch::Apply(object))
+            .await
+            .map_err(|source| WriteError::Api {
+                action: ACTION,
+                object: describe(
+                    &GroupKind {
+                        group: resource.group.clone(),
+                        kind: resource.kind.clone(),
+                    },
+                    namespace,
+                    name,
+                ),
                 source,
             })?;
         Ok(())

@@ -17,8 +17,8 @@ use arbor_policy::propagation::WatchedKind;
 use common::{Cluster, test_config, wait_for};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::events::v1::Event;
-use kube::Api;
 use kube::api::{DeleteParams, PostParams};
+use kube::{Api, ResourceExt};
 use serde_json::json;
 
 for_each_domain!(
@@ -424,13 +424,11 @@ async fn a_namespace_deleted_while_the_watch_was_down_is_made_again_at_the_relis
 
 /// Issue 22 (third review): a reconcile starts no write once the controller stops. A new child
 /// namespace gets three Secrets copied one after the other; the API server holds the first
-/// copy for 8 s as the controller stops: that write is answered, the other two are never
+/// copy for 4 s as the controller stops: that write is answered, the other two are never
 /// sent, and the next leader copies them.
 #[tokio::test]
 async fn a_reconcile_between_writes_when_the_controller_stops_sends_no_further_write() -> Result<()>
 {
-    use arbor_kube_emu::faults::{Fault, FaultEffect};
-
     let mut cluster = Cluster::start(common::ARBOR).await?;
     cluster
         .create_namespace("root", &[("type", "root")])
@@ -441,22 +439,12 @@ async fn a_reconcile_between_writes_when_the_controller_stops_sends_no_further_w
             .await?;
     }
     cluster.settle().await?;
-    let faults = cluster.emu.faults();
-    faults.inject(
-        Fault::new(FaultEffect::Stall {
-            delay: std::time::Duration::from_secs(8),
-            times: 1,
-        })
-        .verbs(&["patch"])
-        .resources(&["secrets"]),
-    );
-    cluster.emu.requests().reset();
-    cluster
-        .create_namespace("child", &[("parent", "root")])
-        .await?;
-    wait_for("the first copy to be held", || async {
-        Ok(faults.fired() == vec![1])
-    })
+    held(
+        &cluster,
+        "patch",
+        "secrets",
+        cluster.create_namespace("child", &[("parent", "root")]),
+    )
     .await?;
     cluster.stop_controller().await;
 
@@ -464,6 +452,111 @@ async fn a_reconcile_between_writes_when_the_controller_stops_sends_no_further_w
     ensure!(
         copies == 1,
         "{copies} copies written; only the held one was sent"
+    );
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// The SubNamespace writes of the emulator's request log: the object's and its status'.
+fn sub_namespace_patches(cluster: &Cluster) -> u64 {
+    let resource = cluster.sub_api.api_resource();
+    cluster
+        .emu
+        .requests()
+        .count("patch", &format!("{}/{}", resource.group, resource.plural))
+}
+
+/// Has the API server hold the first `verb` on `resource` for 4 s, runs `cause`, and returns
+/// once that request is held, with the request log emptied.
+async fn held(
+    cluster: &Cluster,
+    verb: &str,
+    resource: &str,
+    cause: impl Future<Output = Result<()>>,
+) -> Result<()> {
+    let faults = cluster.emu.faults();
+    faults.inject(
+        Fault::held_once(std::time::Duration::from_secs(4))
+            .verbs(&[verb])
+            .resources(&[resource]),
+    );
+    cause.await?;
+    wait_for(&format!("a {verb} of {resource} to be held"), || async {
+        Ok(faults.fired() == vec![1])
+    })
+    .await?;
+    cluster.emu.requests().reset();
+    Ok(())
+}
+
+/// Issue 22 (review of the rounds change): a SubNamespace reconcile whose namespace write the
+/// API server holds when the controller stops sends no status write after it: the status
+/// goes through the Writer's check like every other write. Before, it was sent once the
+/// namespace write was answered.
+#[tokio::test]
+async fn a_sub_namespace_reconcile_whose_namespace_write_is_held_at_the_stop_writes_no_status()
+-> Result<()> {
+    let mut cluster = Cluster::start(common::ARBOR).await?;
+    cluster
+        .create_namespace("root", &[("type", "root")])
+        .await?;
+    cluster.settle().await?;
+    held(
+        &cluster,
+        "patch",
+        "namespaces",
+        cluster.create_sub_namespace("root", "sub", &[]),
+    )
+    .await?;
+    cluster.stop_controller().await;
+
+    ensure!(
+        cluster.emu.requests().count("patch", "namespaces") == 1,
+        "the held namespace write was not answered before the stop ended"
+    );
+    let writes = sub_namespace_patches(&cluster);
+    ensure!(
+        writes == 0,
+        "{writes} SubNamespace writes after the stop began"
+    );
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// Issue 22 (review of the rounds change): a SubNamespace clean-up whose read of the namespace
+/// the API server holds when the controller stops does not remove the finalizer after, even
+/// though it finds nothing to delete (the namespace is not its child): the finalizer's removal
+/// is a write like any other. Before, kube's `finalizer()` removed it.
+#[tokio::test]
+async fn a_sub_namespace_clean_up_held_at_the_stop_keeps_its_finalizer() -> Result<()> {
+    let mut cluster = Cluster::start(common::ARBOR).await?;
+    cluster
+        .create_namespace("root", &[("type", "root")])
+        .await?;
+    // Not a child of root: the clean-up keeps it and only lets the SubNamespace go.
+    cluster.create_namespace("taken", &[]).await?;
+    cluster.create_sub_namespace("root", "taken", &[]).await?;
+    let subs = cluster.sub_namespaces("root");
+    wait_for("the SubNamespace's finalizer", || async {
+        Ok(!subs.get("taken").await?.finalizers().is_empty())
+    })
+    .await?;
+    cluster.settle().await?;
+    held(&cluster, "get", "namespaces", async {
+        subs.delete("taken", &DeleteParams::default()).await?;
+        Ok(())
+    })
+    .await?;
+    cluster.stop_controller().await;
+
+    let writes = sub_namespace_patches(&cluster);
+    ensure!(
+        writes == 0,
+        "{writes} SubNamespace writes after the stop began"
+    );
+    ensure!(
+        subs.get_opt("taken").await?.is_some(),
+        "the finalizer was removed after the stop began"
     );
     cluster.shutdown().await;
     Ok(())

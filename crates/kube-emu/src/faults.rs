@@ -172,6 +172,12 @@ impl Fault {
         })
     }
 
+    /// The first matching request is held for `delay` before it is served: a write in flight
+    /// while something else happens.
+    pub fn held_once(delay: Duration) -> Fault {
+        Fault::new(FaultEffect::Stall { delay, times: 1 })
+    }
+
     pub fn verbs(mut self, verbs: &[&str]) -> Fault {
         self.verbs = verbs.iter().map(|v| (*v).to_owned()).collect();
         self

@@ -38,7 +38,6 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 use crate::apply::{apply_object, delete_object, restore_list_bounds};
 use crate::error::Error;
@@ -307,6 +306,9 @@ impl Reconciler<'_> {
             self.write_status(&status).await?;
         }
         if !self.context.observers.registry.is_running(self.key) {
+            // An observer writes: none starts for an Application whose shard this replica
+            // no longer holds, or once it stops.
+            self.may_write()?;
             self.start_observer(accepted, &status).await;
         }
         Ok(Action::await_change())
@@ -414,10 +416,12 @@ impl Reconciler<'_> {
                 .iter()
                 .find(|applied| ResourceId::of(applied).is_ok_and(|other| &other == id))
                 .unwrap_or(object);
-            if let Some(modified) = delta.modified.iter().find(|modified| &modified.id == id)
-                && let Some(restored) = restore_list_bounds(resolver, applied, modified).await?
-            {
-                response = restored;
+            if let Some(modified) = delta.modified.iter().find(|modified| &modified.id == id) {
+                // Its PATCH is a write of its own: the stop may have begun during the apply.
+                self.may_write()?;
+                if let Some(restored) = restore_list_bounds(resolver, applied, modified).await? {
+                    response = restored;
+                }
             }
             responses.push(response);
         }
@@ -459,12 +463,11 @@ impl Reconciler<'_> {
             stored: status.last_observed_manifest.clone(),
             period: accepted.period,
         };
-        let token = CancellationToken::new();
-        let task = observer::run(self.context.observers.clone(), spec, token.clone());
+        let observers = self.context.observers.clone();
         self.context
             .observers
             .registry
-            .start(self.key, token, task)
+            .start(self.key, |token| observer::run(observers, spec, token))
             .await;
     }
 

@@ -123,6 +123,8 @@ pub struct Running {
     /// Ready once the Applications are listed and every drift watch has its initial list.
     pub readiness: Readiness,
     shutdown: Shutdown,
+    /// Tells whether the Lease was lost when the drain gave up on the controller.
+    gate: arbor_runtime::LeaseGate,
     task: JoinHandle<Result<(), Error>>,
 }
 
@@ -135,11 +137,12 @@ impl Running {
     /// Waits until shutdown and the end of in-flight work. The controller is work the drain
     /// waits for within the grace period, like every other tracked task: a reconcile whose
     /// write is still unanswered then is abandoned (logged, counted) and the Lease left to
-    /// expire, rather than the stop waiting for it without bound.
+    /// expire, rather than the stop waiting for it without bound. A lost Lease is an error
+    /// ([`arbor_runtime::LostLease`]) either way, so the binary exits non-zero.
     pub async fn wait(self) -> Result<(), Error> {
         self.shutdown.drain().await;
         if !self.task.is_finished() {
-            return Ok(());
+            return self.gate.lost().map_or(Ok(()), |lost| Err(lost.into()));
         }
         match self.task.await {
             Ok(outcome) => outcome,
@@ -180,7 +183,7 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
     let shutdown = component.shutdown().clone();
     let token = shutdown.token();
 
-    let registry = ObserverRegistry::new(metrics.clone());
+    let registry = ObserverRegistry::new(metrics.clone(), shutdown.clone());
     let (drift, _) = broadcast::channel(1024);
     // Dynamic objects, decoded one by one in the reconcile: one Application of the wrong shape
     // never stops the watch of the others. The cache keeps them without managedFields: nothing
@@ -236,6 +239,7 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
     });
     let task_registry = registry.clone();
     let task_shutdown = shutdown.clone();
+    let running_gate = gate.clone();
     let task = shutdown.spawn(async move {
         if !gate.acquired().await? {
             return Ok(());
@@ -264,6 +268,7 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
                 }
             });
         // The controller ends on shutdown; the gate starts shutdown when the Lease is lost.
+        // Shutdown cancels the observers at once (see `registry`); they are waited for here.
         let (outcome, ()) = tokio::join!(gate.hold(), controller);
         task_registry.stop_all().await;
         Ok(outcome?)
@@ -274,6 +279,7 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
         registry,
         readiness,
         shutdown,
+        gate: running_gate,
         task,
     })
 }

@@ -13,7 +13,8 @@
 //! A stopped observer ([`ObserverRegistry::stop`]) sends no write from then on: its reads in
 //! flight are dropped, and cancellation is looked at right before the status write, so the
 //! registry waits only for a write already sent (kube-apiserver would carry that one out
-//! anyway).
+//! anyway). The replica beginning to stop cancels every observer the same way, at once
+//! ([`crate::registry`]).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,6 +6,12 @@
 //! cancels it and waits until it ended, so that it can never write a status after the
 //! controller started changing the objects, nor after the observer that replaced it.
 //!
+//! Every observer's token is a child of the replica's shutdown token: once the replica begins
+//! to stop (or loses its Lease), every observer is cancelled at once and sends no further
+//! write, while the controller's reconciles in flight are still being waited for; no observer
+//! starts from then on. An observer aborted with a write in flight withholds the release of
+//! the Lease ([`Shutdown::withhold_release`]): that write may still land.
+//!
 //! Every start, stop and action is recorded in a short per-Application log, so tests (and
 //! `ObserverService`) can check the lifecycle order; the observer's checks and drift are
 //! counted beside it.
@@ -16,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use arbor_policy::observe::ApplicationAction;
+use arbor_runtime::Shutdown;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -98,6 +105,8 @@ impl Entry {
 pub struct ObserverRegistry {
     entries: Arc<Mutex<Entries>>,
     metrics: Metrics,
+    /// The replica's shutdown: its token is every observer's parent.
+    shutdown: Shutdown,
 }
 
 #[derive(Debug, Default)]
@@ -108,10 +117,11 @@ struct Entries {
 }
 
 impl ObserverRegistry {
-    pub fn new(metrics: Metrics) -> Self {
+    pub fn new(metrics: Metrics, shutdown: Shutdown) -> Self {
         Self {
             entries: Arc::default(),
             metrics,
+            shutdown,
         }
     }
 
@@ -119,15 +129,15 @@ impl ObserverRegistry {
         &self.metrics
     }
 
-    /// Runs `observer` as `key`'s observer; it must end when `token` is cancelled. An observer
-    /// still registered for `key` is cancelled first and waited for ([`Self::end`]): a status
-    /// write it has in flight lands before the new observer can write, never after.
-    pub async fn start(
-        &self,
-        key: &AppKey,
-        token: CancellationToken,
-        observer: impl Future<Output = ()> + Send + 'static,
-    ) {
+    /// Runs `observer(token)` as `key`'s observer; it must end when `token` is cancelled, which
+    /// it is when the observer is stopped or the replica begins to stop. An observer still
+    /// registered for `key` is cancelled first and waited for ([`Self::end`]): a status write
+    /// it has in flight lands before the new observer can write, never after. Once the replica
+    /// is stopping, no observer starts.
+    pub async fn start<F>(&self, key: &AppKey, observer: impl FnOnce(CancellationToken) -> F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
         // Taken out under the lock and waited for without it: the other Applications'
         // observers are started, stopped and counted meanwhile. Counted as `stop` counts, when
         // a task goes out of or into the entry, never across an await: a caller dropped while
@@ -136,7 +146,11 @@ impl ObserverRegistry {
         if let Some(previous) = previous {
             self.end(key, previous).await;
         }
-        let task = tokio::spawn(observer);
+        if self.shutdown.is_shutting_down() {
+            return;
+        }
+        let token = self.shutdown.token().child_token();
+        let task = tokio::spawn(observer(token.clone()));
         let displaced = {
             let mut entries = self.lock();
             let entry = entries.by_key.entry(key.clone()).or_default();
@@ -192,7 +206,8 @@ impl ObserverRegistry {
     /// away, so aborting it would not stop the write, only let it land late); a read in flight
     /// is dropped at once, and no write is sent once cancelled ([`crate::observer`]). An
     /// observer that has not ended after [`END_PATIENCE`] is aborted, logged and counted
-    /// (`arbor_observer_observers_aborted_total`).
+    /// (`arbor_observer_observers_aborted_total`), and the Lease is not released at shutdown
+    /// ([`Shutdown::withhold_release`]): its write may land after another replica took over.
     async fn end(&self, key: &AppKey, (token, mut task): (CancellationToken, JoinHandle<()>)) {
         token.cancel();
         // A panicked or aborted observer has ended too.
@@ -200,6 +215,7 @@ impl ObserverRegistry {
             self.metrics.observers_aborted.inc();
             tracing::warn!(application = %key, patience = ?END_PATIENCE, "an observer did not end in time and was aborted; a status write it had in flight may still land");
             task.abort();
+            self.shutdown.withhold_release();
         }
     }
 
@@ -304,22 +320,25 @@ impl ObserverRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arbor_runtime::shutdown::Drained;
+
+    fn registry() -> ObserverRegistry {
+        ObserverRegistry::new(Metrics::default(), Shutdown::new(Duration::from_secs(5)))
+    }
 
     #[tokio::test]
     async fn stop_waits_for_the_observer_and_logs_the_order() {
-        let registry = ObserverRegistry::new(Metrics::default());
+        let registry = registry();
         let key = AppKey::new("ns", "app");
-        let token = CancellationToken::new();
         let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let observer = {
-            let token = token.clone();
             let ended = ended.clone();
-            async move {
+            |token: CancellationToken| async move {
                 token.cancelled().await;
                 ended.store(true, std::sync::atomic::Ordering::SeqCst);
             }
         };
-        registry.start(&key, token, observer).await;
+        registry.start(&key, observer).await;
         assert!(registry.is_running(&key));
         assert_eq!(registry.metrics().observers_running.get(), 1);
         registry.stop(&key).await;
@@ -342,32 +361,31 @@ mod tests {
     /// that write is done.
     #[tokio::test]
     async fn a_replaced_observer_finishes_its_write_before_the_next_one_starts() {
-        let registry = ObserverRegistry::new(Metrics::default());
+        let registry = registry();
         let key = AppKey::new("ns", "app");
         let writes = Arc::new(Mutex::new(Vec::new()));
         let (write_answered, answer) = tokio::sync::oneshot::channel::<()>();
         let (writing, write_sent) = tokio::sync::oneshot::channel::<()>();
-        let old_token = CancellationToken::new();
         let old = {
             let writes = writes.clone();
-            async move {
+            |_| async move {
                 // In flight: cancellation is looked at only between writes, as the observer does.
                 let _ = writing.send(());
                 let _ = answer.await;
                 writes.lock().unwrap().push("old");
             }
         };
-        registry.start(&key, old_token, old).await;
+        registry.start(&key, old).await;
         write_sent.await.expect("the old observer writes");
         let replacing = {
             let registry = registry.clone();
             let key = key.clone();
             let writes = writes.clone();
             tokio::spawn(async move {
-                let new = async move {
+                let new = |_| async move {
                     writes.lock().unwrap().push("new");
                 };
-                registry.start(&key, CancellationToken::new(), new).await;
+                registry.start(&key, new).await;
             })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -392,25 +410,23 @@ mod tests {
     /// of it, and the new one never went in. It used to stay one too high.
     #[tokio::test]
     async fn a_start_dropped_while_it_waits_for_the_replaced_observer_keeps_the_count() {
-        let registry = ObserverRegistry::new(Metrics::default());
+        let registry = registry();
         let key = AppKey::new("ns", "app");
         let (writing, write_sent) = tokio::sync::oneshot::channel::<()>();
         let (_answer, answered) = tokio::sync::oneshot::channel::<()>();
-        let held = async move {
+        let held = |_| async move {
             // A write in flight that is never answered while the test runs.
             let _ = writing.send(());
             let _ = answered.await;
         };
-        registry.start(&key, CancellationToken::new(), held).await;
+        registry.start(&key, held).await;
         write_sent.await.expect("the observer writes");
         assert_eq!(registry.metrics().observers_running.get(), 1);
         let replacing = {
             let registry = registry.clone();
             let key = key.clone();
             tokio::spawn(async move {
-                registry
-                    .start(&key, CancellationToken::new(), async {})
-                    .await;
+                registry.start(&key, |_| async {}).await;
             })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -422,13 +438,79 @@ mod tests {
         assert!(replacing.await.is_err_and(|error| error.is_cancelled()));
         assert_eq!(registry.metrics().observers_running.get(), 0);
         assert!(!registry.is_running(&key));
-        let token = CancellationToken::new();
-        let stopped = token.clone();
         registry
-            .start(&key, token, async move { stopped.cancelled().await })
+            .start(&key, |token: CancellationToken| async move {
+                token.cancelled().await;
+            })
             .await;
         assert_eq!(registry.metrics().observers_running.get(), 1);
         registry.stop(&key).await;
         assert_eq!(registry.metrics().observers_running.get(), 0);
+    }
+
+    /// Issue 22 (review of the rounds change): the replica beginning to stop cancels every
+    /// observer at once, before anyone stops them one by one, and no observer starts after.
+    #[tokio::test]
+    async fn a_stopping_replica_cancels_its_observers_and_starts_none() {
+        let shutdown = Shutdown::new(Duration::from_secs(5));
+        let registry = ObserverRegistry::new(Metrics::default(), shutdown.clone());
+        let key = AppKey::new("ns", "app");
+        let (ended, cancelled) = tokio::sync::oneshot::channel::<()>();
+        registry
+            .start(&key, |token: CancellationToken| async move {
+                token.cancelled().await;
+                let _ = ended.send(());
+            })
+            .await;
+        shutdown.trigger();
+        tokio::time::timeout(Duration::from_secs(5), cancelled)
+            .await
+            .expect("the observer was cancelled when the stop began")
+            .expect("the observer ended");
+
+        let other = AppKey::new("ns", "other");
+        let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = started.clone();
+        registry
+            .start(&other, move |_| async move {
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            })
+            .await;
+        tokio::task::yield_now().await;
+        assert!(!started.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(!registry.is_running(&other));
+        assert!(
+            !registry
+                .stats(&other)
+                .log
+                .contains(&LifecycleEvent::ObserverStarted)
+        );
+    }
+
+    /// Issue 22 (review of the rounds change): an observer aborted with its write in flight
+    /// (it did not end within the patience) leaves the Lease unreleased: the write may land
+    /// after the next leader started. Takes the patience, 10 s.
+    #[tokio::test]
+    async fn an_observer_aborted_with_a_write_in_flight_withholds_the_lease_release() {
+        let shutdown = Shutdown::new(Duration::from_secs(60));
+        let registry = ObserverRegistry::new(Metrics::default(), shutdown.clone());
+        let key = AppKey::new("ns", "app");
+        let (writing, write_sent) = tokio::sync::oneshot::channel::<()>();
+        let (_answer, answered) = tokio::sync::oneshot::channel::<()>();
+        registry
+            .start(&key, |_| async move {
+                let _ = writing.send(());
+                let _ = answered.await;
+            })
+            .await;
+        write_sent.await.expect("the observer writes");
+        shutdown.trigger();
+        let stopping = {
+            let registry = registry.clone();
+            shutdown.spawn(async move { registry.stop_all().await })
+        };
+        assert_eq!(shutdown.drain().await, Drained::Withheld);
+        assert!(stopping.is_finished());
+        assert_eq!(registry.metrics().observers_aborted.get(), 1);
     }
 }

@@ -277,30 +277,37 @@ async fn leader_with_a_deployment_apply_held(
     flags: &[&str],
     seconds: u64,
 ) -> anyhow::Result<(Cluster, arbor_observer::Running)> {
-    use arbor_kube_emu::faults::{Fault, FaultEffect};
-
     let cluster = Cluster::start().await?;
     cluster.namespace("arbor-system").await?;
     let mut all_flags = vec!["--leader-election=true"];
     all_flags.extend_from_slice(flags);
     let observer = cluster.observer(&all_flags).await?;
-    cluster.emu.faults().inject(
-        Fault::new(FaultEffect::Stall {
-            delay: std::time::Duration::from_secs(seconds),
-            times: 1,
-        })
-        .verbs(&["patch"])
-        .resources(&["apps/deployments"]),
-    );
+    create_with_deployment_apply_held(&cluster, "app", seconds).await?;
+    Ok((cluster, observer))
+}
+
+/// Has the API server hold the next apply of a Deployment for `seconds`, creates the nginx
+/// Application `name`, and returns once its Deployment's apply is held.
+async fn create_with_deployment_apply_held(
+    cluster: &Cluster,
+    name: &str,
+    seconds: u64,
+) -> anyhow::Result<()> {
+    use arbor_kube_emu::faults::Fault;
+
     let faults = cluster.emu.faults();
+    faults.inject(
+        Fault::held_once(std::time::Duration::from_secs(seconds))
+            .verbs(&["patch"])
+            .resources(&["apps/deployments"]),
+    );
     cluster
-        .create_application("app", json!({"manifest": nginx_manifest("app")}))
+        .create_application(name, json!({"manifest": nginx_manifest(name)}))
         .await?;
     eventually("the Deployment's apply to be held", || async {
         Ok((faults.fired() == vec![1]).then_some(()))
     })
-    .await?;
-    Ok((cluster, observer))
+    .await
 }
 
 /// Issue 22 (third review): an Application's reconcile is work the leader's shutdown waits for
@@ -372,6 +379,101 @@ async fn a_reconcile_between_writes_when_the_leader_stops_sends_no_further_write
         ),
         (0, 0),
         "the Service or the status was written after the stop began"
+    );
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// Issue 22 (review of the rounds change): an observer sends no status write once its replica
+/// begins to stop. Application `watched` runs with its observer; the leader stops (grace 60 s)
+/// while the API server holds the apply of another Application's Deployment for 4 s, and
+/// meanwhile `watched`'s Deployment is changed by hand. The observer sees the change, but no
+/// Application status is written from the start of the stop. Before, observers were stopped
+/// only after the controller's in-flight reconciles, and this one wrote its status.
+#[tokio::test]
+async fn an_observer_sends_no_status_write_once_its_replica_stops() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    let observer = cluster
+        .observer(&["--leader-election=true", "--shutdown-grace=60s"])
+        .await?;
+    cluster
+        .create_application("watched", json!({"manifest": nginx_manifest("watched")}))
+        .await?;
+    cluster.wait_for_state("watched", "Running").await?;
+    let key = AppKey::new(support::NAMESPACE, "watched");
+    eventually("watched's observer to run", || async {
+        Ok(observer.registry.is_running(&key).then_some(()))
+    })
+    .await?;
+    create_with_deployment_apply_held(&cluster, "held", 4).await?;
+
+    cluster.emu.requests().reset();
+    observer.shutdown().trigger();
+    let checks = observer.registry.stats(&key).checks;
+    cluster
+        .edit(
+            &cluster.deployments(),
+            "watched",
+            json!({"spec": {"replicas": 3}}),
+        )
+        .await?;
+    // Long enough for an observer still running to see the change and write (milliseconds),
+    // well inside the held write.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let seen_while_stopping = observer.registry.stats(&key).checks > checks;
+    observer.wait().await?;
+
+    let requests = cluster.emu.requests();
+    assert_eq!(
+        requests.count("patch", "arbor.dev/applications"),
+        0,
+        "an Application status was written after the stop began (observer saw the change: \
+         {seen_while_stopping})"
+    );
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// Issue 22 (review of the rounds change): a leader that loses its Lease while a reconcile's
+/// write is held past the grace period (2 s) still ends with the lost Lease as its error, so
+/// the binary exits non-zero. Before, the drain gave up on the controller's task, the loss
+/// it carried was never read, and `wait` answered `Ok`.
+#[tokio::test]
+async fn a_lost_lease_is_an_error_even_when_the_drain_gives_up_on_the_controller()
+-> anyhow::Result<()> {
+    use k8s_openapi::api::coordination::v1::Lease;
+
+    let (cluster, observer) = leader_with_a_deployment_apply_held(
+        &[
+            "--shutdown-grace=2s",
+            "--lease-duration=3s",
+            "--lease-renew-interval=1s",
+        ],
+        20,
+    )
+    .await?;
+    let leases = kube::Api::<Lease>::namespaced(cluster.client.clone(), "arbor-system");
+    let taken = json!({"spec": {
+        "holderIdentity": "another-replica",
+        "leaseDurationSeconds": 3600,
+        "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+            k8s_openapi::jiff::Timestamp::now()
+        ),
+    }});
+    leases
+        .patch(
+            "arbor-observer",
+            &PatchParams::default(),
+            &Patch::Merge(&taken),
+        )
+        .await?;
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(15), observer.wait()).await;
+    let outcome =
+        ended.map_err(|_| anyhow::anyhow!("the leader did not stop on the lost Lease"))?;
+    assert!(
+        matches!(outcome, Err(arbor_observer::Error::LostLease(_))),
+        "the lost Lease was not reported: {outcome:?}"
     );
     cluster.shutdown().await;
     Ok(())

@@ -28,6 +28,7 @@
 //! The webhook elects no leader (every replica answers admission), so it never campaigns.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
 
 use kube::runtime::events::Reporter;
 use prometheus_client::registry::Registry;
@@ -323,6 +324,7 @@ impl Component {
         shutdown.spawn_release(leadership.finished());
         LeaseGate {
             lease: Some((lease, leading)),
+            lost: Arc::default(),
             shutdown,
         }
     }
@@ -374,6 +376,9 @@ impl Component {
 pub struct LeaseGate {
     /// The Lease and whether this replica holds it; `None` without leader election.
     lease: Option<(LostLease, watch::Receiver<bool>)>,
+    /// Set when [`LeaseGate::hold`] or [`LeaseGate::acquired`] found the Lease lost; shared by
+    /// the gate's clones.
+    lost: Arc<OnceLock<LostLease>>,
     shutdown: Shutdown,
 }
 
@@ -382,8 +387,24 @@ impl LeaseGate {
     fn open(shutdown: Shutdown) -> Self {
         Self {
             lease: None,
+            lost: Arc::default(),
             shutdown,
         }
+    }
+
+    /// The Lease this replica lost, if it lost it ([`LeaseGate::hold`], [`LeaseGate::acquired`]):
+    /// for a binary whose `hold` runs inside tracked work that the drain may give up on, so
+    /// that the exit is still non-zero.
+    pub fn lost(&self) -> Option<LostLease> {
+        self.lost.get().cloned()
+    }
+
+    /// Records the loss of `lease` and starts shutdown; returns it.
+    fn lose(&self, lease: &LostLease) -> LostLease {
+        let lost = lease.clone();
+        let _ = self.lost.set(lost.clone());
+        self.shutdown.trigger();
+        lost
     }
 
     /// Waits until this replica holds the Lease: `Ok(true)` then, `Ok(false)` when shutdown
@@ -403,10 +424,8 @@ impl LeaseGate {
             held = leading.wait_for(|leading| *leading) => match held {
                 Ok(_) => Ok(true),
                 Err(_) => {
-                    let lost = lease.clone();
-                    tracing::error!(error = %lost, "the campaign for the Lease ended before this replica led");
-                    self.shutdown.trigger();
-                    Err(lost)
+                    tracing::error!(error = %lease, "the campaign for the Lease ended before this replica led");
+                    Err(self.lose(lease))
                 }
             },
         }
@@ -442,10 +461,8 @@ impl LeaseGate {
                 if token.is_cancelled() {
                     return Ok(());
                 }
-                let lost = lease.clone();
-                tracing::error!(error = %lost, "stopping");
-                self.shutdown.trigger();
-                Err(lost)
+                tracing::error!(error = %lease, "stopping");
+                Err(self.lose(lease))
             }
         }
     }
