@@ -481,3 +481,54 @@ fn listeners_are_bounded_and_grpc_calls_authorized_per_caller() {
         assert!(data.contains_key(key), "the operator Secret has {key}");
     }
 }
+
+/// The shutdown grace each container's binary runs with: its `--shutdown-grace`, else the
+/// binary's default (read from the flags, not restated here).
+fn shutdown_grace(args: &[String]) -> std::time::Duration {
+    use clap::Parser as _;
+
+    #[derive(Debug, clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        common: arbor_runtime::CommonArgs,
+    }
+
+    match flag_value(args, "--shutdown-grace") {
+        Some(value) => arbor_runtime::flags::parse_duration(value).expect("a valid duration"),
+        None => {
+            Flags::try_parse_from(["arbor"])
+                .expect("the common flags parse with their defaults")
+                .common
+                .shutdown_grace
+        }
+    }
+}
+
+/// A stopping component waits for its writes, then releases its Lease, then stops its servers,
+/// each for at most its shutdown grace: Kubernetes must not kill it before the three are over,
+/// or the Lease is left to expire and the next replica waits a lease duration to take over.
+#[test]
+fn every_pod_is_given_time_for_its_whole_shutdown() {
+    for set in value_sets::all() {
+        let rendered = render(&set);
+        for deployment in deployments(&rendered) {
+            let name = deployment.metadata.name.clone().unwrap_or_default();
+            let pod = pod_spec(&deployment);
+            let given = pod.termination_grace_period_seconds.unwrap_or_else(|| {
+                panic!(
+                    "[{}] {name}: no terminationGracePeriodSeconds (Kubernetes' 30 s applies)",
+                    set.name
+                )
+            });
+            for container in &pod.containers {
+                let needed = shutdown_grace(container.args.as_deref().unwrap_or_default()) * 3;
+                assert!(
+                    u64::try_from(given).unwrap_or(0) > needed.as_secs(),
+                    "[{}] {name}/{}: terminationGracePeriodSeconds {given} does not cover three shutdown graces ({needed:?})",
+                    set.name,
+                    container.name
+                );
+            }
+        }
+    }
+}
