@@ -837,37 +837,31 @@ async fn pruning_or_deleting_one_source_keeps_an_object_another_declares() -> an
     Ok(())
 }
 
-/// Issue 22 (third review): deleting a source starts no write once its replica stops. A leader
-/// (one shard) deletes an orphaning GitTrack's three tracking objects one at a time; the API
-/// server holds the first DELETE for 8 s while the leader stops: that one is answered, the
-/// other two are never sent, and the next leader goes on from the inventory left.
-#[tokio::test]
-async fn deleting_a_source_sends_no_further_write_once_the_leader_stops() -> anyhow::Result<()> {
-    use arbor_kube_emu::faults::{Fault, FaultEffect};
-
+/// A leader syncing ConfigMaps `names` (one write at a time) for an Orphan GitTrack, which is
+/// then deleted; returned once the first tracking object's DELETE of the deletion is held (8 s),
+/// with the request log cleared.
+async fn a_source_deletion_with_its_first_release_held(
+    names: &[&str],
+) -> anyhow::Result<(Cluster, Instance)> {
     let cluster = Cluster::start().await?;
     cluster.namespace("arbor-system").await?;
     cluster.namespace("foo").await?;
     let repo = Repo::new()?;
-    for name in ["a", "b", "c"] {
+    for name in names {
         repo.write(&format!("{name}.yaml"), &configmap(None, name, "1"))?;
     }
-    let commit = repo.commit("three")?;
+    let commit = repo.commit("configmaps")?;
     let mut flags = GITTRACKS.to_vec();
     flags.push("--max-concurrent-writes=1");
     let instance = start_instance(cluster.client.clone(), true, &flags).await?;
     let source = gittrack_with_repo(&cluster, "foo", "apps", &repo, Some("Orphan")).await?;
     cluster.synced(&instance, &source, &commit).await?;
 
-    cluster.emu.requests().reset();
     let faults = cluster.emu.faults();
     faults.inject(
-        Fault::new(FaultEffect::Stall {
-            delay: std::time::Duration::from_secs(8),
-            times: 1,
-        })
-        .verbs(&["delete"])
-        .resources(&["arbor.dev/gittrackobjects"]),
+        arbor_kube_emu::faults::Fault::held_once(std::time::Duration::from_secs(8))
+            .verbs(&["delete"])
+            .resources(&["arbor.dev/gittrackobjects"]),
     );
     gittracks(&cluster, "foo")
         .delete("apps", &DeleteParams::default())
@@ -876,6 +870,18 @@ async fn deleting_a_source_sends_no_further_write_once_the_leader_stops() -> any
         Ok((faults.fired() == vec![1]).then_some(()))
     })
     .await?;
+    cluster.emu.requests().reset();
+    Ok((cluster, instance))
+}
+
+/// Issue 22 (third review): deleting a source starts no write once its replica stops. A leader
+/// (one shard) deletes an orphaning GitTrack's three tracking objects one at a time; the API
+/// server holds the first DELETE for 8 s while the leader stops: that one is answered, the
+/// other two are never sent, and the next leader goes on from the inventory left.
+#[tokio::test]
+async fn deleting_a_source_sends_no_further_write_once_the_leader_stops() -> anyhow::Result<()> {
+    let (cluster, instance) =
+        a_source_deletion_with_its_first_release_held(&["a", "b", "c"]).await?;
     instance.stop().await;
 
     assert_eq!(
@@ -895,35 +901,7 @@ async fn deleting_a_source_sends_no_further_write_once_the_leader_stops() -> any
 /// removed the finalizer.
 #[tokio::test]
 async fn deleting_a_source_writes_no_progress_once_the_leader_stops() -> anyhow::Result<()> {
-    use arbor_kube_emu::faults::{Fault, FaultEffect};
-
-    let cluster = Cluster::start().await?;
-    cluster.namespace("arbor-system").await?;
-    cluster.namespace("foo").await?;
-    let repo = Repo::new()?;
-    repo.write("a.yaml", &configmap(None, "a", "1"))?;
-    let commit = repo.commit("one")?;
-    let instance = start_instance(cluster.client.clone(), true, &GITTRACKS).await?;
-    let source = gittrack_with_repo(&cluster, "foo", "apps", &repo, Some("Orphan")).await?;
-    cluster.synced(&instance, &source, &commit).await?;
-
-    let faults = cluster.emu.faults();
-    faults.inject(
-        Fault::new(FaultEffect::Stall {
-            delay: std::time::Duration::from_secs(8),
-            times: 1,
-        })
-        .verbs(&["delete"])
-        .resources(&["arbor.dev/gittrackobjects"]),
-    );
-    gittracks(&cluster, "foo")
-        .delete("apps", &DeleteParams::default())
-        .await?;
-    eventually("the tracking object's DELETE to be held", || async {
-        Ok((faults.fired() == vec![1]).then_some(()))
-    })
-    .await?;
-    cluster.emu.requests().reset();
+    let (cluster, instance) = a_source_deletion_with_its_first_release_held(&["a"]).await?;
     instance.stop().await;
 
     let requests = cluster.emu.requests();
