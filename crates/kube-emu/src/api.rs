@@ -11,7 +11,6 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use http::{HeaderMap, Method, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use std::collections::HashMap;
@@ -102,7 +101,7 @@ impl RequestContext {
     }
 }
 
-pub fn json_response(code: u16, body: &Value) -> Response<Body> {
+pub fn json_response(code: u16, body: &impl serde::Serialize) -> Response<Body> {
     let bytes = serde_json::to_vec(body).expect("JSON values always serialize");
     Response::builder()
         .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use serde::ser::{Serialize, SerializeMap as _, Serializer};
 use serde_json::{Map, Value, json};
 
 use crate::registry::ResourceKind;
@@ -71,6 +72,32 @@ pub fn in_version(kind: &ResourceKind, version: &str, object: &Value) -> Value {
     Value::Object(ordered)
 }
 
+/// A stored object written out as [`in_version`] makes it, without copying it first when the
+/// kind has no view to convert through (lists and watch events of every stored object would
+/// otherwise copy each one to send it once).
+pub struct InVersion<'a> {
+    pub kind: &'a ResourceKind,
+    pub version: &'a str,
+    pub object: &'a Value,
+}
+
+impl Serialize for InVersion<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (None, Value::Object(fields)) = (&self.kind.view, self.object) else {
+            return in_version(self.kind, self.version, self.object).serialize(serializer);
+        };
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("kind", &self.kind.kind)?;
+        map.serialize_entry("apiVersion", &self.kind.api_version(self.version))?;
+        for (field, value) in fields {
+            if field != "kind" && field != "apiVersion" {
+                map.serialize_entry(field, value)?;
+            }
+        }
+        map.end()
+    }
+}
+
 pub fn partial_metadata(object: &Value) -> Value {
     json!({
         "kind": "PartialObjectMetadata",
@@ -79,15 +106,80 @@ pub fn partial_metadata(object: &Value) -> Value {
     })
 }
 
+/// A response body: a stored object or list as [`InVersion`] writes it, or a value built
+/// for the response.
+pub enum Presented<'a> {
+    Object(InVersion<'a>),
+    List {
+        kind: &'a ResourceKind,
+        version: &'a str,
+        metadata: Map<String, Value>,
+        items: &'a [Arc<Value>],
+    },
+    Built(Value),
+}
+
+impl Serialize for Presented<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Presented::Object(object) => object.serialize(serializer),
+            Presented::List {
+                kind,
+                version,
+                metadata,
+                items,
+            } => {
+                let mut map = serializer.serialize_map(Some(4))?;
+                map.serialize_entry("kind", &kind.list_kind())?;
+                map.serialize_entry("apiVersion", &kind.api_version(version))?;
+                map.serialize_entry("metadata", metadata)?;
+                map.serialize_entry(
+                    "items",
+                    &Items {
+                        kind,
+                        version,
+                        items,
+                    },
+                )?;
+                map.end()
+            }
+            Presented::Built(value) => value.serialize(serializer),
+        }
+    }
+}
+
+/// A list's items, each as [`InVersion`] writes it.
+struct Items<'a> {
+    kind: &'a ResourceKind,
+    version: &'a str,
+    items: &'a [Arc<Value>],
+}
+
+impl Serialize for Items<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.items.iter().map(|object| InVersion {
+            kind: self.kind,
+            version: self.version,
+            object,
+        }))
+    }
+}
+
 /// One object in the requested presentation.
-pub fn object(
-    kind: &ResourceKind,
-    version: &str,
+pub fn object<'a>(
+    kind: &'a ResourceKind,
+    version: &'a str,
     presentation: Presentation,
-    object: &Value,
-) -> Value {
-    match presentation {
-        Presentation::Object => in_version(kind, version, object),
+    object: &'a Value,
+) -> Presented<'a> {
+    Presented::Built(match presentation {
+        Presentation::Object => {
+            return Presented::Object(InVersion {
+                kind,
+                version,
+                object,
+            });
+        }
         Presentation::Metadata => partial_metadata(object),
         Presentation::Table(rows) => table::table(
             kind,
@@ -96,24 +188,26 @@ pub fn object(
             json!({"resourceVersion": crate::meta::resource_version(object)}),
             rows,
         ),
-    }
+    })
 }
 
 /// A list in the requested presentation; `list_metadata` carries resourceVersion / continue.
-pub fn list(
-    kind: &ResourceKind,
-    version: &str,
+pub fn list<'a>(
+    kind: &'a ResourceKind,
+    version: &'a str,
     presentation: Presentation,
-    items: &[Arc<Value>],
+    items: &'a [Arc<Value>],
     list_metadata: Map<String, Value>,
-) -> Value {
-    match presentation {
-        Presentation::Object => json!({
-            "kind": kind.list_kind(),
-            "apiVersion": kind.api_version(version),
-            "metadata": list_metadata,
-            "items": items.iter().map(|item| in_version(kind, version, item)).collect::<Vec<_>>(),
-        }),
+) -> Presented<'a> {
+    Presented::Built(match presentation {
+        Presentation::Object => {
+            return Presented::List {
+                kind,
+                version,
+                metadata: list_metadata,
+                items,
+            };
+        }
         Presentation::Metadata => json!({
             "apiVersion": "meta.k8s.io/v1",
             "kind": "PartialObjectMetadataList",
@@ -123,7 +217,7 @@ pub fn list(
         Presentation::Table(rows) => {
             table::table(kind, version, items, Value::Object(list_metadata), rows)
         }
-    }
+    })
 }
 
 #[cfg(test)]

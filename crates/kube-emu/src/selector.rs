@@ -115,6 +115,11 @@ fn parse_label_term(term: &str) -> Result<LabelRequirement, String> {
 }
 
 impl LabelSelector {
+    /// Selects every object (no requirement).
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
     pub fn parse(selector: &str) -> Result<LabelSelector, String> {
         let requirements = top_level_terms(selector)
             .into_iter()
@@ -192,6 +197,11 @@ pub struct FieldSelector {
 }
 
 impl FieldSelector {
+    /// Selects every object (no requirement).
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
     /// Parses `selector`, refusing fields outside `metadata.name`, `metadata.namespace` and
     /// `extra_fields` like kube-apiserver does.
     pub fn parse(selector: &str, extra_fields: &[&str]) -> Result<FieldSelector, String> {

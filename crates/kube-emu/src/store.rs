@@ -7,7 +7,11 @@
 //! keeps the object's previous state too, so the state of a collection at an earlier revision
 //! can be rebuilt (consistent paging) and a watch with a selector sees an object leave it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::borrow::Cow;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque, btree_map};
+use std::iter::Peekable;
+use std::ops::Bound;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -64,6 +68,39 @@ pub struct TooOld {
 
 /// A resource together with the key of one of its objects.
 pub type ObjectRef = (ResourceId, ObjectKey);
+
+/// A collection as it was at a revision ([`Store::at_revision`]): the live objects, with
+/// those changed since then replaced by what they were.
+pub struct AtRevision<'a> {
+    live: Peekable<btree_map::Range<'a, ObjectKey, Arc<Value>>>,
+    /// Each key changed since the revision, with what it was then (`None`: absent).
+    replaced: Peekable<btree_map::IntoIter<ObjectKey, Option<Arc<Value>>>>,
+}
+
+impl<'a> Iterator for AtRevision<'a> {
+    type Item = (Cow<'a, ObjectKey>, Arc<Value>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let order = match (self.live.peek(), self.replaced.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some((live, _)), Some((changed, _))) => (*live).cmp(changed),
+            };
+            if order == Ordering::Less {
+                let (key, object) = self.live.next()?;
+                return Some((Cow::Borrowed(key), object.clone()));
+            }
+            if order == Ordering::Equal {
+                self.live.next();
+            }
+            if let (key, Some(object)) = self.replaced.next()? {
+                return Some((Cow::Owned(key), object));
+            }
+        }
+    }
+}
 
 #[derive(Debug)]
 pub struct Store {
@@ -222,14 +259,26 @@ impl Store {
         Ok(self.history.range(start..).cloned().collect())
     }
 
-    /// The objects of `resource` as they were at `revision`.
-    pub fn snapshot(
-        &self,
+    /// The objects of `resource` as they were at `revision`, in key order from `from` on.
+    ///
+    /// A paged list reads one page of this per request, so it costs the page plus the changes
+    /// made since `revision`, not the whole collection (etcd serves a range at a revision the
+    /// same way): the live collection is merged with what each later change replaced.
+    pub fn at_revision<'a>(
+        &'a self,
         resource: &ResourceId,
         revision: u64,
-    ) -> Result<BTreeMap<ObjectKey, Arc<Value>>, TooOld> {
+        from: Bound<&ObjectKey>,
+    ) -> Result<AtRevision<'a>, TooOld> {
         self.check_retained(revision)?;
-        let mut objects = self.collections.get(resource).cloned().unwrap_or_default();
+        let starts_after = |key: &ObjectKey| match from {
+            Bound::Included(first) => key >= first,
+            Bound::Excluded(after) => key > after,
+            Bound::Unbounded => true,
+        };
+        // Newest first, so that the oldest change after `revision` has the last word: what it
+        // replaced is what the object was at `revision` (`None`: it did not exist yet).
+        let mut replaced = BTreeMap::new();
         for change in self.history.iter().rev() {
             if change.revision <= revision {
                 break;
@@ -238,16 +287,20 @@ impl Store {
                 continue;
             }
             let key = ObjectKey::of(&change.object);
-            match &change.previous {
-                Some(previous) => {
-                    objects.insert(key, previous.clone());
-                }
-                None => {
-                    objects.remove(&key);
-                }
+            if starts_after(&key) {
+                replaced.insert(key, change.previous.clone());
             }
         }
-        Ok(objects)
+        static NONE: BTreeMap<ObjectKey, Arc<Value>> = BTreeMap::new();
+        let live = self
+            .collections
+            .get(resource)
+            .unwrap_or(&NONE)
+            .range::<ObjectKey, _>((from, Bound::Unbounded));
+        Ok(AtRevision {
+            live: live.peekable(),
+            replaced: replaced.into_iter().peekable(),
+        })
     }
 
     fn check_retained(&self, revision: u64) -> Result<(), TooOld> {
@@ -358,16 +411,38 @@ mod tests {
     }
 
     #[test]
-    fn a_snapshot_rebuilds_the_collection_at_an_earlier_revision() {
+    fn a_collection_is_read_as_it_was_at_an_earlier_revision() {
         let mut store = Store::new(10);
         store.put(&configmaps(), ObjectKey::new("ns", "a"), object("a", "1"));
         store.put(&configmaps(), ObjectKey::new("ns", "a"), object("a", "2"));
         store.put(&configmaps(), ObjectKey::new("ns", "b"), object("b", "1"));
         store.remove(&configmaps(), &ObjectKey::new("ns", "a"), None);
-        let at_one = store.snapshot(&configmaps(), 1).expect("retained");
-        assert_eq!(at_one.len(), 1);
-        assert_eq!(at_one[&ObjectKey::new("ns", "a")]["data"]["v"], "1");
-        assert_eq!(store.snapshot(&configmaps(), 4).expect("retained").len(), 1);
+        let at = |revision| -> Vec<(String, String)> {
+            store
+                .at_revision(&configmaps(), revision, Bound::Unbounded)
+                .expect("retained")
+                .map(|(key, object)| (key.name.clone(), object["data"]["v"].to_string()))
+                .collect()
+        };
+        assert_eq!(at(1), [("a".to_owned(), "\"1\"".to_owned())]);
+        assert_eq!(
+            at(3),
+            [
+                ("a".to_owned(), "\"2\"".to_owned()),
+                ("b".to_owned(), "\"1\"".to_owned())
+            ]
+        );
+        assert_eq!(at(4), [("b".to_owned(), "\"1\"".to_owned())]);
+        let after_a: Vec<_> = store
+            .at_revision(
+                &configmaps(),
+                3,
+                Bound::Excluded(&ObjectKey::new("ns", "a")),
+            )
+            .expect("retained")
+            .map(|(key, _)| key.name.clone())
+            .collect();
+        assert_eq!(after_a, ["b"]);
     }
 
     #[test]

@@ -360,6 +360,91 @@ async fn paging_serves_a_consistent_snapshot() {
 }
 
 #[tokio::test]
+async fn a_later_page_shows_objects_as_they_were_when_the_list_began() {
+    let (emu, client) = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for index in 0..6 {
+        create(&api, &config_map(&format!("cm-{index}"), &[])).await;
+    }
+    // Keys sort by namespace first: a namespaced list must neither start before nor run past
+    // its namespace's objects.
+    create_namespace(&client, "aaa").await;
+    create_namespace(&client, "zzz").await;
+    for namespace in ["aaa", "zzz"] {
+        let elsewhere: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+        create(&elsewhere, &config_map("cm-0", &[])).await;
+    }
+    let first = api
+        .list(&ListParams::default().limit(2))
+        .await
+        .expect("first page");
+    let token = first.metadata.continue_.clone().expect("more pages");
+    let mut changed = config_map("cm-4", &[]);
+    changed.data = Some([("changed".to_owned(), "yes".to_owned())].into());
+    api.replace("cm-4", &PostParams::default(), &changed)
+        .await
+        .expect("replaced");
+    let rest = api
+        .list(&ListParams::default().limit(10).continue_token(&token))
+        .await
+        .expect("the rest");
+    let names: Vec<_> = rest
+        .items
+        .iter()
+        .filter_map(|cm| cm.metadata.name.clone())
+        .collect();
+    assert_eq!(names, ["cm-2", "cm-3", "cm-4", "cm-5"]);
+    assert_eq!(
+        rest.items[2].data,
+        config_map("cm-4", &[]).data,
+        "cm-4 as it was at the first page"
+    );
+    assert_eq!(rest.metadata.continue_, None);
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_paged_list_with_a_selector_says_there_is_more_but_not_how_many() {
+    let (emu, client) = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    for index in 0..5 {
+        let labels: &[(&str, &str)] = if index == 2 { &[] } else { &[("team", "a")] };
+        create(&api, &config_map(&format!("cm-{index}"), labels)).await;
+    }
+    // kube-apiserver's ListMeta: with a label or field selector the number of remaining items
+    // is unknown, so remainingItemCount is left unset; without one it is counted.
+    let first = api
+        .list(&ListParams::default().labels("team=a").limit(2))
+        .await
+        .expect("first page");
+    assert_eq!(first.metadata.remaining_item_count, None);
+    let token = first.metadata.continue_.clone().expect("more pages");
+    let rest = api
+        .list(
+            &ListParams::default()
+                .labels("team=a")
+                .limit(2)
+                .continue_token(&token),
+        )
+        .await
+        .expect("second page");
+    let names: Vec<_> = first
+        .items
+        .iter()
+        .chain(&rest.items)
+        .filter_map(|cm| cm.metadata.name.clone())
+        .collect();
+    assert_eq!(names, ["cm-0", "cm-1", "cm-3", "cm-4"]);
+    assert_eq!(rest.metadata.continue_, None, "nothing left to select");
+    let unselected = api
+        .list(&ListParams::default().limit(2))
+        .await
+        .expect("listed");
+    assert_eq!(unselected.metadata.remaining_item_count, Some(3));
+    emu.shutdown().await;
+}
+
+#[tokio::test]
 async fn an_exact_resource_version_lists_the_state_of_that_moment() {
     use kube::api::VersionMatch;
     let (emu, client) = start().await;

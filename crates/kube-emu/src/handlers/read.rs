@@ -81,6 +81,11 @@ impl Filter {
             && self.labels.matches(object)
             && self.fields.matches(object)
     }
+
+    /// No label or field selector: every object of the namespace (or cluster) is listed.
+    pub fn selects_everything(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
+    }
 }
 
 /// Where the next page starts: the list's revision and the last key served.
@@ -155,43 +160,61 @@ pub fn list(
         .map(|token| token.revision)
         .or(exact_revision)
         .unwrap_or_else(|| state.store.revision());
-    let snapshot = state.store.snapshot(kind.storage_id(), revision).map_err(
-        |TooOld { requested, oldest }| {
+    // A namespaced list starts at its namespace's first key: keys sort by namespace first.
+    let first_in_namespace = filter
+        .namespace
+        .as_deref()
+        .map(|namespace| ObjectKey::new(namespace, ""));
+    let from = match (&token, &first_in_namespace) {
+        (Some(token), _) => Bound::Excluded(&token.after),
+        (None, Some(first)) => Bound::Included(first),
+        (None, None) => Bound::Unbounded,
+    };
+    let collection = state
+        .store
+        .at_revision(kind.storage_id(), revision, from)
+        .map_err(|TooOld { requested, oldest }| {
             if token.is_some() {
                 ApiError::expired(EXPIRED_CONTINUE)
             } else {
                 ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
             }
-        },
-    )?;
-    drop(state);
-    let start = match &token {
-        Some(token) => Bound::Excluded(token.after.clone()),
-        None => Bound::Unbounded,
-    };
-    let mut matching = snapshot
-        .range((start, Bound::Unbounded))
+        })?;
+    let mut matching = collection
+        .take_while(|(key, _)| {
+            filter
+                .namespace
+                .as_ref()
+                .is_none_or(|namespace| *namespace == key.namespace)
+        })
         .filter(|(key, object)| filter.matches(key, object));
     let mut items: Vec<Arc<Value>> = Vec::new();
     let mut last_key = None;
     for (key, object) in matching.by_ref() {
-        items.push(object.clone());
-        last_key = Some(key.clone());
+        items.push(object);
         if limit > 0 && items.len() == limit {
+            last_key = Some(key.into_owned());
             break;
         }
     }
-    let remaining = matching.count();
+    // kube-apiserver counts the items left only for a list without selectors; with one, it
+    // says only that there are more (a continue token) and leaves remainingItemCount unset.
+    let remaining = match last_key {
+        None => None,
+        Some(_) if filter.selects_everything() => Some(matching.count()),
+        Some(_) => Some(usize::from(matching.next().is_some())),
+    };
+    drop(state);
     let mut metadata = Map::new();
     metadata.insert("resourceVersion".into(), Value::from(revision.to_string()));
-    if remaining > 0
-        && let Some(after) = last_key
-    {
+    if let (Some(remaining), Some(after)) = (remaining.filter(|left| *left > 0), last_key) {
         metadata.insert(
             "continue".into(),
             Value::from(ContinueToken { revision, after }.encode()),
         );
-        metadata.insert("remainingItemCount".into(), Value::from(remaining));
+        if filter.selects_everything() {
+            metadata.insert("remainingItemCount".into(), Value::from(remaining));
+        }
     }
     let body = present::list(
         kind,

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use http::{Response, header};
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::time::{Instant, Interval};
 
@@ -54,8 +55,8 @@ enum Wake {
     CloseRequested,
 }
 
-fn line(event_type: &str, object: Value) -> Bytes {
-    let mut bytes = serde_json::to_vec(&json!({"type": event_type, "object": object}))
+fn line(event_type: &str, object: impl Serialize) -> Bytes {
+    let mut bytes = serde_json::to_vec(&WatchEvent { event_type, object })
         .expect("JSON values always serialize");
     bytes.push(b'\n');
     Bytes::from(bytes)
@@ -64,6 +65,14 @@ fn line(event_type: &str, object: Value) -> Bytes {
 fn too_old(TooOld { requested, oldest }: TooOld) -> Bytes {
     let error = ApiError::expired(format!("too old resource version: {requested} ({oldest})"));
     line("ERROR", error.to_status())
+}
+
+/// One line of a watch: `{"type": ..., "object": ...}`.
+#[derive(Serialize)]
+struct WatchEvent<'a, O: Serialize> {
+    #[serde(rename = "type")]
+    event_type: &'a str,
+    object: O,
 }
 
 impl WatchStream {
