@@ -4,6 +4,9 @@
 //! resync period without an observer and at once on `ReportDrift`; and the rest of `SyncService`.
 
 mod controller_support;
+#[path = "support/silent_server.rs"]
+#[allow(dead_code)]
+mod silent_server;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,6 +24,7 @@ use kube::api::ListParams;
 use serde_json::json;
 
 use controller_support::*;
+use silent_server::SilentServer;
 
 /// The resourceVersion of every object in `api`, by name.
 async fn versions(
@@ -829,6 +833,56 @@ async fn a_rounds_write_stuck_past_the_grace_period_leaves_the_lease_to_expire()
     );
     assert_eq!(abandoned.get(), 1, "the round, abandoned, is counted");
     assert_eq!(configmap_patches(&cluster), Vec::<usize>::new());
+    Ok(())
+}
+
+/// Issue 22 follow-up: a round's git fetch is raced against the stop. A leader whose round is
+/// fetching from a server that takes the connection and never answers (the fetch's own
+/// deadline is two minutes) stops at once: the fetch is given up, no work is abandoned and the
+/// Lease is handed over, not left to expire. Before, the stop waited the whole grace period
+/// (8 s here) for the fetch, then abandoned it and left the Lease to expire.
+#[tokio::test]
+async fn a_round_fetching_when_the_leader_stops_gives_its_fetch_up_at_once() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    cluster.namespace("foo").await?;
+    let silent = SilentServer::start();
+    let instance = start_instance(
+        cluster.client.clone(),
+        true,
+        &[
+            "--gittrack-mode=Enabled",
+            "--clustergittrack-mode=Disabled",
+            "--shutdown-grace=8s",
+        ],
+    )
+    .await?;
+    let abandoned = instance.running().shutdown().abandoned_work();
+    cluster
+        .create_gittrack_of(
+            "foo",
+            "silent",
+            &format!("http://127.0.0.1:{}/apps.git", silent.port()),
+        )
+        .await?;
+    eventually("the round's fetch to reach the git server", || async {
+        Ok((silent.accepted() > 0).then_some(()))
+    })
+    .await?;
+    let stopping = Instant::now();
+    instance.stop().await;
+
+    let stopped = stopping.elapsed();
+    assert!(
+        stopped < Duration::from_secs(4),
+        "the stop waited {stopped:?} for the fetch"
+    );
+    assert_eq!(abandoned.get(), 0, "no work was abandoned");
+    assert_eq!(
+        gitsync_lease(&cluster).await?.0,
+        None,
+        "the Lease was given up"
+    );
     Ok(())
 }
 
