@@ -111,6 +111,9 @@ pub struct Context {
     pub shards: arbor_runtime::Shards,
     /// Every source in scope as the cluster reports it, whatever its shard ([`source_cache`]).
     pub sources: Arc<source_cache::SourceCaches>,
+    /// Cancelled when this replica begins to stop: what may take long before a round's first
+    /// write (its git fetch) is raced against it.
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 impl std::fmt::Debug for Context {

@@ -35,6 +35,12 @@
 //! passes; and the caller stops waiting for the fetch thread at the deadline in any case (the
 //! only bound for an https server that accepts a connection and never answers).
 //!
+//! A fetch can also be stopped at once ([`FetchStop`], when its replica stops): the caller
+//! stops waiting within [`STOP_POLL`], the relay cuts the connections and the progress
+//! callbacks abort the transfer, so the fetch fails as on a broken connection. Nothing it left
+//! is trusted by the next fetch: libgit2 moves no ref and indexes no pack of a failed fetch,
+//! and `refs/arbor/fetched` is set only once the commit is in the cache.
+//!
 //! # Errors
 //!
 //! [`FetchError`] names the source and the URL (never a password or token) and carries a
@@ -60,6 +66,8 @@ mod session;
 mod source;
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -76,6 +84,23 @@ use session::Session;
 /// How long past its deadline a fetch may take to unwind after the relay cut its connections
 /// before the caller stops waiting for it.
 const CANCELLATION_GRACE: Duration = Duration::from_secs(5);
+
+/// How soon a fetch notices it was stopped ([`FetchStop`]) while nothing else wakes it.
+pub(crate) const STOP_POLL: Duration = Duration::from_millis(50);
+
+/// Tells fetches to give up at once (see the module docs); cheap to clone, set from any thread.
+#[derive(Clone, Debug, Default)]
+pub struct FetchStop(Arc<AtomicBool>);
+
+impl FetchStop {
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
 
 /// How fetches behave.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -167,6 +192,16 @@ impl Fetcher {
     /// its deadline is abandoned to finish or fail on that thread, still holding the source's
     /// cache lock, and later fetches of the same source time out until it lets go.
     pub fn fetch(&self, source: &GitSource) -> Result<FetchedCommit, FetchError> {
+        self.fetch_unless_stopped(source, &FetchStop::default())
+    }
+
+    /// [`Fetcher::fetch`], given up within [`STOP_POLL`] once `stop` is set
+    /// ([`FetchErrorKind::Stopped`]).
+    pub fn fetch_unless_stopped(
+        &self,
+        source: &GitSource,
+        stop: &FetchStop,
+    ) -> Result<FetchedCommit, FetchError> {
         let deadline = Instant::now() + self.settings.timeout;
         let timed_out = || {
             FetchError::new(
@@ -177,12 +212,19 @@ impl Fetcher {
                 },
             )
         };
+        let stopped = || {
+            FetchError::new(
+                &source.id,
+                &remote_url::redact(&source.url),
+                FetchErrorKind::Stopped,
+            )
+        };
         let (done, finished) = mpsc::channel();
-        let (fetcher, owned_source) = (self.clone(), source.clone());
+        let (fetcher, owned_source, owned_stop) = (self.clone(), source.clone(), stop.clone());
         thread::Builder::new()
             .name("git-fetch".into())
             .spawn(move || {
-                let _ = done.send(fetcher.fetch_before(&owned_source, deadline));
+                let _ = done.send(fetcher.fetch_before(&owned_source, deadline, &owned_stop));
             })
             .map_err(|err| {
                 FetchError::new(
@@ -194,18 +236,34 @@ impl Fetcher {
                 )
             })?;
         let waited = deadline + CANCELLATION_GRACE;
-        finished
-            .recv_timeout(waited.saturating_duration_since(Instant::now()))
-            .unwrap_or_else(|_| Err(timed_out()))
+        loop {
+            let remaining = waited.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(timed_out());
+            }
+            match finished.recv_timeout(remaining.min(STOP_POLL)) {
+                Ok(fetched) => return fetched,
+                // The thread winds down on its own (see the module docs); nothing waits for it.
+                Err(mpsc::RecvTimeoutError::Timeout) if stop.is_stopped() => {
+                    return Err(stopped());
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(timed_out()),
+            }
+        }
     }
 
     fn fetch_before(
         &self,
         source: &GitSource,
         deadline: Instant,
+        stop: &FetchStop,
     ) -> Result<FetchedCommit, FetchError> {
         let redacted_url = remote_url::redact(&source.url);
         let fail = |kind| FetchError::new(&source.id, &redacted_url, kind);
+        if stop.is_stopped() {
+            return Err(fail(FetchErrorKind::Stopped));
+        }
         if let Ok(url) = GitUrl::parse(&source.url)
             && url.transport == Transport::File
         {
@@ -225,8 +283,14 @@ impl Fetcher {
             return Ok(describe(&commit, (0, 0)));
         }
 
-        let session = Session::start(&source.url, &source.credentials, &self.settings, deadline)
-            .map_err(fail)?;
+        let session = Session::start(
+            &source.url,
+            &source.credentials,
+            &self.settings,
+            deadline,
+            stop,
+        )
+        .map_err(fail)?;
         let oid = session
             .fetch_commit(&cache.repo, &source.reference)
             .map_err(fail)?;

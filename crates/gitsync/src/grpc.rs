@@ -7,7 +7,7 @@
 //! | ListManaged | every declared object with its state (in sync, unmanaged, ignored, failed, …), filtered by source, namespace, kind and state |
 //! | Explain | the declarations of an object and the row of seeds/000's table that applies to it now: the inputs (columns), the action, the rule (`seeds/000 row N`) and the reason with the row's id |
 //! | TriggerSync | a full round of the source now; with `wait`, answers after it finished (at most two minutes) |
-//! | ReportDrift | re-applies each reported object at once through the table (an unlabelled object is still left alone), under its source's shard and round lock, as the source declares it after any round in progress; when a round holds the source longer than 2 s, or the re-apply cannot be made (a failed write, no client for the source's user), it asks for a full round of the source, which re-applies the object after the round in progress; objects no source declares come back as `unknown`, and one whose record lacks its declaration is logged, not counted as accepted, and left to a full round asked for |
+//! | ReportDrift | re-applies each reported object at once through the table (an unlabelled object is still left alone), under its source's shard and round lock, as the source declares it after any round in progress; when a round holds the source longer than 2 s, or the re-apply cannot be made (a failed write, no client for the source's user), it asks for a full round of the source, which re-applies the object after the round in progress; objects no source declares come back as `unknown`, and one whose record lacks its declaration is logged, not counted as accepted, and left to a full round asked for; a re-apply that panics is left to a full round asked for, the rest of the batch still corrected; a report that stopping (here, or at a replica it was passed to) left partly undone answers `Unavailable`, for the reporter to send it again |
 //! | GetDeclared | the object as gitsync applies it (a Secret without `data` and `stringData`), with its source, file, commit and compare fields, for the webhook's drift prevention |
 //! | Preview | what a round would do with a revision or sent files ([`crate::controller::preview`]): each object's change, seeds/000 row and the fields an update changes (a Secret's by path only), and the guards that would stop it; writes nothing |
 //!
@@ -27,7 +27,10 @@
 //! records of the shards it answers for ([`shard::answers_for_source`]): while it stops, until
 //! its shard Leases are given up (the server closes after that), and never after. A stopping
 //! replica starts no work for a request (TriggerSync, ReportDrift): those answer `Unavailable`,
-//! to be retried at another replica. Where the holder cannot be reached (it did not
+//! to be retried at another replica. So does a drift report that stopping caught midway, here
+//! or at the replica it was passed to: its events are sent again (re-applying one already
+//! corrected changes nothing), and the next holder of the shard corrects the rest at once
+//! instead of leaving them to its periodic round. Where the holder cannot be reached (it did not
 //! advertise an address), TriggerSync answers `FailedPrecondition` naming it (also in the
 //! `arbor-shard-holder` metadata), or `Unavailable` while no replica holds the shard.
 //!
@@ -35,12 +38,16 @@
 //!
 //! A re-apply is work the replica's shutdown waits for before it gives up its Leases
 //! ([`arbor_runtime::shutdown`]), so the next holder's first round never writes beside it.
-//! Once stopping begins no re-apply starts (the rest of a batch is left to the other
-//! replicas), one waiting for its round lock or reading the object sends no write, and one
+//! Once stopping begins no re-apply starts, one waiting for its round lock or reading the
+//! object sends no write (the report then answers `Unavailable`, see above), and one
 //! whose write was sent is waited for at most [`CORRECTION_STOP_PATIENCE`]; after that it is
 //! given up, logged and counted (`arbor_gitsync_drift_corrections_abandoned_total`), and since
 //! the API server may still carry the write out, the Lease is left to expire rather than
 //! released. Either way the report is answered before the server closes.
+//!
+//! Each event's re-apply runs in a task of its own: one that panics is answered as left to a
+//! full round of its source (asked for at once; logged and counted,
+//! `arbor_gitsync_drift_corrections_panicked_total`) and the rest of the batch is corrected.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -258,9 +265,12 @@ enum Correction {
     /// Not corrected here: the source's record of the object has no declaration (logged). A
     /// full round, asked for, rebuilds the record from the source's last good state.
     Declined,
-    /// The shard of the source was lost or is being given up (this replica stops), before
-    /// the write was sent: its next holder's first round, a full one, corrects the object.
+    /// The shard of the source was lost or given up before the write was sent: its next
+    /// holder's first round, a full one, corrects the object.
     ShardLeft,
+    /// Not written because this replica began to stop first: the report answers `Unavailable`
+    /// so that its sender reports the object again, to the shard's next holder.
+    Stopped,
     /// The write was sent, but not answered within [`CORRECTION_STOP_PATIENCE`] once this
     /// replica began to stop, and was given up (logged, counted): it may still land, so the
     /// Lease is left to expire rather than released ([`Shutdown::withhold_release`]).
@@ -274,7 +284,9 @@ enum Correction {
 /// work the replica's shutdown waits for before it gives up its Leases, so the next holder's
 /// first round never runs beside its write: once stopping begins, a correction that has not
 /// sent its write sends none, and one that has is waited for at most
-/// [`CORRECTION_STOP_PATIENCE`].
+/// [`CORRECTION_STOP_PATIENCE`]. A correction that panics is this event's failure alone: it is
+/// left to a full round of the source, asked for here (the task released the round lock and
+/// the shard as it unwound).
 async fn correct_drift_detached(
     ctx: &Context,
     shutdown: &Shutdown,
@@ -283,8 +295,9 @@ async fn correct_drift_detached(
     key: &ObjectKey,
     reporter: &str,
     deadline: tokio::time::Instant,
-) -> Result<Correction, Status> {
-    let (ctx, source, key, reporter) = (
+) -> Correction {
+    let shard = admitted.guard.shard();
+    let (task_ctx, task_source, task_key, reporter) = (
         ctx.clone(),
         source.clone(),
         key.clone(),
@@ -292,6 +305,7 @@ async fn correct_drift_detached(
     );
     let stopping = shutdown.clone();
     let correction = shutdown.spawn(async move {
+        let (ctx, source, key) = (task_ctx, task_source, task_key);
         admitted
             .while_held(correct_drift(
                 &ctx, &stopping, &admitted, &source, &key, &reporter, deadline,
@@ -303,17 +317,23 @@ async fn correct_drift_detached(
             })
     });
     match correction.await {
-        Ok(correction) => Ok(correction),
-        // Answered as this request's failure: unwinding here would end the connection's task,
-        // and every other stream on the connection with it.
+        Ok(correction) => correction,
+        // Caught here: unwinding would fail the rest of the batch, and end the connection's
+        // task with every other stream on the connection.
         Err(error) if error.is_panic() => {
-            tracing::error!(%error, "re-applying a drifted object panicked");
-            Err(Status::internal(format!(
-                "re-applying a drifted object panicked: {error}"
-            )))
+            ctx.metrics.drift_corrections_panicked.inc();
+            tracing::error!(object = %key, %source, %error, "re-applying a drifted object panicked; a round of the source, asked for now, corrects it");
+            if shutdown.is_shutting_down() {
+                return Correction::Stopped;
+            }
+            if !ctx.shards.holds(shard) {
+                return Correction::ShardLeft;
+            }
+            ctx.registry.request_round(source);
+            Correction::LeftToRound
         }
         // Cancelled only as the runtime shuts down, the replica with it.
-        Err(_) => Ok(Correction::ShardLeft),
+        Err(_) => Correction::Stopped,
     }
 }
 
@@ -333,6 +353,13 @@ async fn correct_drift(
     reporter: &str,
     deadline: tokio::time::Instant,
 ) -> Correction {
+    let job = Job {
+        ctx,
+        shutdown,
+        admitted,
+        source,
+        key,
+    };
     let stopping = shutdown.token();
     let lock = ctx.registry.round_lock(source);
     let Some(locked) = stopping
@@ -343,11 +370,12 @@ async fn correct_drift(
     };
     let Ok(_round) = locked else {
         tracing::info!(object = %key, %source, "drift reported while a round of its source runs; a round after it corrects the object");
-        return leave_to_round(ctx, admitted, source, key, Correction::LeftToRound);
+        return job.leave_to_round(Correction::LeftToRound);
     };
-    // The wait may have outlasted the shard: its next holder corrects the object.
-    if shard_left(admitted, source, key) {
-        return Correction::ShardLeft;
+    // The wait may have outlasted the shard, or this replica's work: its next holder
+    // corrects the object.
+    if let Some(left) = job.not_worked_on() {
+        return left;
     }
     let Some((record, apply_as)) = ctx
         .registry
@@ -361,7 +389,7 @@ async fn correct_drift(
     };
     let Some(desired) = record.desired(&ctx.settings, source, key.namespace.as_deref()) else {
         tracing::warn!(object = %key, %source, "drift not corrected: the declaration of the object is missing from the state of its source; a round of the source, asked for now, rebuilds it");
-        return leave_to_round(ctx, admitted, source, key, Correction::Declined);
+        return job.leave_to_round(Correction::Declined);
     };
     let compare = CompareFields::parse(&record.compare_fields).unwrap_or_default();
     let target = Target {
@@ -380,7 +408,7 @@ async fn correct_drift(
         Ok(applier) => applier,
         Err(message) => {
             tracing::warn!(object = %key, %source, %message, "cannot re-apply a drifted object; a round of the source, asked for now, does");
-            return leave_to_round(ctx, admitted, source, key, Correction::LeftToRound);
+            return job.leave_to_round(Correction::LeftToRound);
         }
     };
     let Some(live) = stopping.run_until_cancelled(applier.live(&target)).await else {
@@ -411,7 +439,7 @@ async fn correct_drift(
         Err(error) => {
             ctx.metrics.count_error(error.code());
             tracing::warn!(object = %key, %error, "re-applying a drifted object failed; a round of the source, asked for now, writes it again");
-            leave_to_round(ctx, admitted, source, key, Correction::LeftToRound)
+            job.leave_to_round(Correction::LeftToRound)
         }
     }
 }
@@ -431,37 +459,47 @@ async fn answered_while_stopping<F: std::future::Future>(
     }
 }
 
-/// A correction not made because this replica stops (logged): the next holder of the shard
-/// corrects the object in its first round.
+/// A correction not made because this replica stops (logged): the report answers
+/// `Unavailable`, and its sender reports the object again to the next holder of the shard.
 fn stopped(source: &SourceRef, key: &ObjectKey) -> Correction {
-    tracing::info!(object = %key, %source, "drift reported as this replica stops; the next holder of its shard corrects it");
-    Correction::ShardLeft
+    tracing::info!(object = %key, %source, "drift reported as this replica stops; its reporter is asked to report it again to the next holder of the shard");
+    Correction::Stopped
 }
 
-/// Leaves `key` to a full round of `source`, asked for now, as `left`; unless the shard of
-/// the source was lost meanwhile: its next holder's first round, a full one, corrects the
-/// object, and this replica, which forgets the sources of shards it gave up, asks for nothing.
-fn leave_to_round(
-    ctx: &Context,
-    admitted: &shard::Admitted,
-    source: &SourceRef,
-    key: &ObjectKey,
-    left: Correction,
-) -> Correction {
-    if shard_left(admitted, source, key) {
-        return Correction::ShardLeft;
+/// One drift correction's place: what deciding where it is left needs.
+struct Job<'a> {
+    ctx: &'a Context,
+    shutdown: &'a Shutdown,
+    admitted: &'a shard::Admitted,
+    source: &'a SourceRef,
+    key: &'a ObjectKey,
+}
+
+impl Job<'_> {
+    /// Leaves the object to a full round of its source, asked for now, as `left`; unless this
+    /// replica no longer works on the source's shard ([`Job::not_worked_on`]), which then asks
+    /// for nothing: it forgets the sources of shards it gave up.
+    fn leave_to_round(&self, left: Correction) -> Correction {
+        if let Some(not_here) = self.not_worked_on() {
+            return not_here;
+        }
+        self.ctx.registry.request_round(self.source);
+        left
     }
-    ctx.registry.request_round(source);
-    left
-}
 
-/// Whether the shard of `source` is no longer held (logged).
-fn shard_left(admitted: &shard::Admitted, source: &SourceRef, key: &ObjectKey) -> bool {
-    let left = !admitted.guard.still_held();
-    if left {
+    /// Why this replica no longer works on the shard of the source, if it does not: it stops
+    /// ([`Correction::Stopped`]), or the shard was lost or given up ([`Correction::ShardLeft`]).
+    fn not_worked_on(&self) -> Option<Correction> {
+        let (source, key) = (self.source, self.key);
+        if self.shutdown.is_shutting_down() {
+            return Some(stopped(source, key));
+        }
+        if self.admitted.guard.still_held() {
+            return None;
+        }
         tracing::info!(object = %key, %source, "drift reported for a source whose shard this replica is giving up");
+        Some(Correction::ShardLeft)
     }
-    left
 }
 
 /// Whether a drift of an object in this state is corrected: not an ignored one, nor one that
@@ -1030,14 +1068,17 @@ impl SyncService for SyncServiceImpl {
         // report is answered about DRIFT_ROUND_PATIENCE after it came.
         let deadline = tokio::time::Instant::now() + DRIFT_ROUND_PATIENCE;
         let mut accepted = 0;
+        // Events left because this replica began to stop: the whole report is then refused,
+        // so that its sender reports them again at the shard's next holder.
+        let mut left_by_stop = 0usize;
         // Events about objects no source declares here, or whose source's shard this replica
         // does not hold: another replica may place them.
         let mut unplaced = Vec::new();
-        for event in &request.get_ref().events {
-            // Stopping may start midway through a batch: the rest is left to other replicas,
-            // as a report that came after it would be.
+        let events = &request.get_ref().events;
+        for event in events {
+            // Stopping may start midway through a batch: nothing more starts here.
             if self.shutdown.is_shutting_down() {
-                unplaced.push(event.clone());
+                left_by_stop += 1;
                 continue;
             }
             let (key, _) = object_key(event.object.as_ref())?;
@@ -1052,11 +1093,15 @@ impl SyncService for SyncServiceImpl {
             // Written only under the source's shard: its rounds may be running on another
             // replica, which then also corrects the drift.
             let Some(admitted) = shard::admit_source(&self.ctx, &source).await else {
+                if self.shutdown.is_shutting_down() {
+                    left_by_stop += 1;
+                    continue;
+                }
                 tracing::info!(object = %key, %source, "drift reported for a source whose shard this replica does not hold");
                 unplaced.push(event.clone());
                 continue;
             };
-            let correction = correct_drift_detached(
+            match correct_drift_detached(
                 &self.ctx,
                 &self.shutdown,
                 admitted,
@@ -1065,10 +1110,22 @@ impl SyncService for SyncServiceImpl {
                 &event.reporter,
                 deadline,
             )
-            .await?;
-            if correction != Correction::Declined {
-                accepted += 1;
+            .await
+            {
+                Correction::Stopped => left_by_stop += 1,
+                Correction::Declined => {}
+                Correction::Corrected
+                | Correction::LeftToRound
+                | Correction::ShardLeft
+                | Correction::Abandoned => accepted += 1,
             }
+        }
+        if left_by_stop > 0 {
+            return Err(Status::unavailable(format!(
+                "replica {} began to stop and corrected {accepted} of the {} reported drifts ({left_by_stop} left); report them again, to another replica",
+                self.ctx.shards.identity(),
+                events.len()
+            )));
         }
         let mut unknown: Vec<proto::ObjectRef> =
             unplaced.iter().filter_map(|e| e.object.clone()).collect();
@@ -1097,16 +1154,24 @@ impl SyncService for SyncServiceImpl {
                         unknown.retain(|object| theirs.contains(&object_ref_key(object)));
                         coverage.answered(&self.ctx.shards, replica, shards);
                     }
-                    // What it would have accepted stays unknown; its next round corrects it.
+                    // A replica that stops refuses the report; so does one that stopping
+                    // caught midway through it.
                     Err(status) => {
                         tracing::warn!(%replica, error = %status.message(), "cannot pass drift reports to another replica");
                         coverage.failed(replica, &status);
                     }
                 }
             }
+            // What no replica placed may belong to a shard whose holder did not answer: the
+            // reporter sends it again rather than drop it, and reaches the holder, or the next
+            // one, then.
             let uncovered = self.peers.uncovered(&coverage);
             if !uncovered.is_empty() && !unknown.is_empty() {
-                tracing::warn!(unknown = unknown.len(), shards = %uncovered.join(", "), "drift reports may concern shards no replica answered for; their holders' next rounds correct them");
+                return Err(Status::unavailable(format!(
+                    "{} reported drifts may concern shards no replica answered for: {}; report them again",
+                    unknown.len(),
+                    uncovered.join("; ")
+                )));
             }
         }
         Ok(Response::new(proto::ReportDriftResponse {

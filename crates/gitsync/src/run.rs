@@ -249,6 +249,7 @@ pub async fn start(
         recorder: Recorder::new(client, reporter),
         shards,
         sources: Arc::default(),
+        stopping: component.shutdown().token(),
     };
     reconcile::spawn(ctx.clone(), triggers, component.shutdown());
 

@@ -568,6 +568,59 @@ async fn drift_reported_at_a_replica_without_the_shard_is_corrected_by_its_holde
     Ok(())
 }
 
+/// Issue 22 follow-up: drift reported at a replica without the shard while the shard's holder
+/// stops (its stop held open by a round's write the API server holds) is refused with
+/// `Unavailable`: the holder refused the report passed on to it, so the reporter is told to
+/// send it again, and then reaches the next holder, which corrects it at once. Before, it was
+/// answered as `unknown`, which the observer drops, and the drift waited for the next holder's
+/// rounds.
+#[tokio::test]
+async fn drift_passed_to_a_holder_that_stops_is_refused_for_the_reporter_to_send_again()
+-> anyhow::Result<()> {
+    let (cluster, holding, other, source, repo) = one_source_and_its_repo(&[]).await?;
+    repo.write("one.yaml", &configmap(None, "one", "2"))?;
+    repo.commit("two")?;
+    let faults = cluster.emu.faults();
+    faults.inject(
+        Fault::new(FaultEffect::Stall {
+            delay: Duration::from_secs(8),
+            times: 1,
+        })
+        .verbs(&["patch"])
+        .resources(&["configmaps"]),
+    );
+    holding.request_round(&source);
+    eventually("the round's write to be held", || async {
+        Ok((faults.fired() == vec![1]).then_some(()))
+    })
+    .await?;
+    let shutdown = holding.running().shutdown().clone();
+    let mut grpc = other.grpc().await?;
+    let report_while_stopping = async {
+        eventually("the holder to begin stopping", || async {
+            Ok(shutdown.is_shutting_down().then_some(()))
+        })
+        .await?;
+        anyhow::Ok(
+            grpc.report_drift(arbor_proto::v1::ReportDriftRequest {
+                events: vec![arbor_proto::v1::DriftEvent {
+                    object: Some(configmap_ref("foo", "one")),
+                    kind: arbor_proto::v1::DriftKind::Modified.into(),
+                    reporter: "test".into(),
+                    ..Default::default()
+                }],
+            })
+            .await,
+        )
+    };
+    let ((), answer) = tokio::join!(holding.stop(), report_while_stopping);
+    let refused =
+        answer?.expect_err("a report the stopping holder refused is not answered as unknown");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    other.stop().await;
+    Ok(())
+}
+
 /// What gitsync declares, its sources and its objects read the same at every replica: the
 /// webhook's drift prevention (GetDeclared) and arborctl (GetStatus, ListManaged, Explain)
 /// reach whichever replica the Service picks. Before, a replica answered from its own shards:

@@ -4,6 +4,9 @@
 //! resync period without an observer and at once on `ReportDrift`; and the rest of `SyncService`.
 
 mod controller_support;
+#[path = "support/silent_server.rs"]
+#[allow(dead_code)]
+mod silent_server;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,10 +19,12 @@ use arbor_kube_emu::faults::{Fault, FaultEffect};
 use arbor_policy::layout::DeclaredState;
 use arbor_policy::object::{GroupKind, ObjectKey};
 use arbor_proto::v1 as proto;
+use arbor_testkit::client_faults::PanicOnce;
 use kube::api::ListParams;
 use serde_json::json;
 
 use controller_support::*;
+use silent_server::SilentServer;
 
 /// The resourceVersion of every object in `api`, by name.
 async fn versions(
@@ -634,7 +639,10 @@ async fn a_stopping_leader_gives_up_its_lease_only_once_a_drift_reapply_in_fligh
 
 /// Issue 22 (second review): no re-apply starts once the replica stops. A report whose read of
 /// the object the API server holds as the leader stops sends no write: the leader gives up its
-/// Lease without waiting for the read, and the next leader's first round corrects the object.
+/// Lease without waiting for the read. The report is refused with `Unavailable` naming the
+/// stop (issue 22 follow-up), so that the observer reports the drift again to the next leader,
+/// which corrects it at once; before, it was answered as accepted and the correction waited
+/// for the next leader's rounds.
 #[tokio::test]
 async fn a_drift_reapply_not_yet_sent_when_the_leader_stops_is_never_sent() -> anyhow::Result<()> {
     let (cluster, instance) = leader_with_a_drifted_configmap().await?;
@@ -652,8 +660,56 @@ async fn a_drift_reapply_not_yet_sent_when_the_leader_stops_is_never_sent() -> a
         None,
         "the Lease was given up"
     );
-    assert_eq!(report.await??.into_inner().accepted, 1);
+    let refused = report
+        .await?
+        .expect_err("a report this replica stopped before correcting is refused");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert!(
+        refused.message().contains("began to stop"),
+        "the refusal names the stop: {}",
+        refused.message()
+    );
     assert_eq!(patches_of(&cluster, "cm-2"), Vec::<usize>::new());
+    Ok(())
+}
+
+/// Issue 22 follow-up: one drift re-apply that panics (here the read of cm-3's live object, in
+/// the re-apply's task, through arbor-testkit's `PanicOnce`) fails neither the report nor the
+/// rest of its batch: the report is answered, cm-2 is corrected, and cm-3 is left to a full
+/// round of its source, asked for at once (the resync period is ten minutes), the panic logged
+/// and counted. Before, the whole report failed with `Internal`.
+#[tokio::test]
+async fn a_panicking_drift_reapply_is_left_to_a_round_and_the_rest_of_its_batch_is_corrected()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    for name in ["cm-2", "cm-3"] {
+        repo.write(&format!("{name}.yaml"), &configmap(None, name, "1"))?;
+    }
+    let commit = repo.commit("declared")?;
+    let fault = PanicOnce::new("GET", "/api/v1/namespaces/foo/configmaps/cm-3");
+    let instance = start_instance(
+        cluster.client_with(&fault).await?,
+        false,
+        &["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"],
+    )
+    .await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &commit).await?;
+    for name in ["cm-2", "cm-3"] {
+        tamper(&cluster, name).await?;
+    }
+    let metrics = instance.running().context().metrics.clone();
+    let answer = report(&instance, &["cm-3", "cm-2"]).await?;
+    assert!(fault.fired(), "the re-apply of cm-3 panicked");
+    assert_eq!(answer.accepted, 2);
+    assert_eq!(metrics.drift_corrections_panicked.get(), 1);
+    let configmaps = cluster.configmaps("foo");
+    for name in ["cm-2", "cm-3"] {
+        corrected(&configmaps, name).await?;
+    }
+    instance.stop().await;
     Ok(())
 }
 
@@ -777,6 +833,56 @@ async fn a_rounds_write_stuck_past_the_grace_period_leaves_the_lease_to_expire()
     );
     assert_eq!(abandoned.get(), 1, "the round, abandoned, is counted");
     assert_eq!(configmap_patches(&cluster), Vec::<usize>::new());
+    Ok(())
+}
+
+/// Issue 22 follow-up: a round's git fetch is raced against the stop. A leader whose round is
+/// fetching from a server that takes the connection and never answers (the fetch's own
+/// deadline is two minutes) stops at once: the fetch is given up, no work is abandoned and the
+/// Lease is handed over, not left to expire. Before, the stop waited the whole grace period
+/// (8 s here) for the fetch, then abandoned it and left the Lease to expire.
+#[tokio::test]
+async fn a_round_fetching_when_the_leader_stops_gives_its_fetch_up_at_once() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("arbor-system").await?;
+    cluster.namespace("foo").await?;
+    let silent = SilentServer::start();
+    let instance = start_instance(
+        cluster.client.clone(),
+        true,
+        &[
+            "--gittrack-mode=Enabled",
+            "--clustergittrack-mode=Disabled",
+            "--shutdown-grace=8s",
+        ],
+    )
+    .await?;
+    let abandoned = instance.running().shutdown().abandoned_work();
+    cluster
+        .create_gittrack_of(
+            "foo",
+            "silent",
+            &format!("http://127.0.0.1:{}/apps.git", silent.port()),
+        )
+        .await?;
+    eventually("the round's fetch to reach the git server", || async {
+        Ok((silent.accepted() > 0).then_some(()))
+    })
+    .await?;
+    let stopping = Instant::now();
+    instance.stop().await;
+
+    let stopped = stopping.elapsed();
+    assert!(
+        stopped < Duration::from_secs(4),
+        "the stop waited {stopped:?} for the fetch"
+    );
+    assert_eq!(abandoned.get(), 0, "no work was abandoned");
+    assert_eq!(
+        gitsync_lease(&cluster).await?.0,
+        None,
+        "the Lease was given up"
+    );
     Ok(())
 }
 

@@ -19,13 +19,22 @@ use support::{Cluster, NAMESPACE, eventually};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-/// A SyncService that records every ReportDrift event and answers nothing else.
+/// A SyncService that records every ReportDrift event and answers nothing else; it refuses
+/// the first `refusals` reports with `Unavailable`, as a gitsync replica that stops does.
 #[derive(Clone, Default)]
 struct FakeGitsync {
     reported: Arc<Mutex<Vec<DriftEvent>>>,
+    refusals: Arc<Mutex<usize>>,
 }
 
 impl FakeGitsync {
+    fn refusing(refusals: usize) -> Self {
+        Self {
+            refusals: Arc::new(Mutex::new(refusals)),
+            ..Self::default()
+        }
+    }
+
     fn reported(&self) -> Vec<DriftEvent> {
         self.reported.lock().unwrap().clone()
     }
@@ -87,6 +96,15 @@ impl SyncService for FakeGitsync {
         &self,
         request: Request<ReportDriftRequest>,
     ) -> Result<Response<ReportDriftResponse>, Status> {
+        {
+            let mut refusals = self.refusals.lock().unwrap();
+            if *refusals > 0 {
+                *refusals -= 1;
+                return Err(Status::unavailable(
+                    "replica gitsync-0 began to stop; report them again, to another replica",
+                ));
+            }
+        }
         let events = request.into_inner().events;
         let accepted = u32::try_from(events.len()).unwrap_or(u32::MAX);
         self.reported.lock().unwrap().extend(events);
@@ -140,14 +158,11 @@ fn observer_flags(address: SocketAddr) -> Vec<String> {
     ]
 }
 
-#[tokio::test]
-async fn edit_of_a_labelled_config_map_is_reported_once_and_an_unlabelled_one_never()
--> anyhow::Result<()> {
-    let cluster = Cluster::start().await?;
-    config_maps(&cluster).await?;
-    let gitsync = FakeGitsync::default();
-    let address = free_port().await?;
-    let server = gitsync.serve(address).await?;
+/// An observer reporting drift to `address`, once its drift watch has listed.
+async fn ready_observer(
+    cluster: &Cluster,
+    address: SocketAddr,
+) -> anyhow::Result<arbor_observer::Running> {
     let flags = observer_flags(address);
     let observer = cluster
         .observer(&flags.iter().map(String::as_str).collect::<Vec<_>>())
@@ -157,6 +172,18 @@ async fn edit_of_a_labelled_config_map_is_reported_once_and_an_unlabelled_one_ne
     })
     .await
     .map_err(|error| error.context(format!("pending: {:?}", observer.readiness.pending())))?;
+    Ok(observer)
+}
+
+#[tokio::test]
+async fn edit_of_a_labelled_config_map_is_reported_once_and_an_unlabelled_one_never()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    config_maps(&cluster).await?;
+    let gitsync = FakeGitsync::default();
+    let address = free_port().await?;
+    let server = gitsync.serve(address).await?;
+    let observer = ready_observer(&cluster, address).await?;
 
     let api = cluster.config_maps();
     cluster
@@ -204,15 +231,7 @@ async fn drift_seen_while_gitsync_is_down_is_reported_when_it_comes_up() -> anyh
     let cluster = Cluster::start().await?;
     config_maps(&cluster).await?;
     let address = free_port().await?;
-    let flags = observer_flags(address);
-    let observer = cluster
-        .observer(&flags.iter().map(String::as_str).collect::<Vec<_>>())
-        .await?;
-    eventually("the drift watch to list", || async {
-        Ok(observer.readiness.is_ready().then_some(()))
-    })
-    .await
-    .map_err(|error| error.context(format!("pending: {:?}", observer.readiness.pending())))?;
+    let observer = ready_observer(&cluster, address).await?;
 
     let api = cluster.config_maps();
     cluster
@@ -233,6 +252,44 @@ async fn drift_seen_while_gitsync_is_down_is_reported_when_it_comes_up() -> anyh
     })
     .await?;
     assert_eq!(reported.changed_fields, ["data.mode"]);
+    assert_eq!(metrics.drift_reports_sent.get(), 1);
+
+    server.cancel();
+    cluster.finish(observer).await
+}
+
+/// Issue 22 follow-up: a gitsync replica that stops answers a report it did not carry out with
+/// `Unavailable`; the observer keeps the events and sends them again, with backoff, until a
+/// replica takes them, instead of dropping them.
+#[tokio::test]
+async fn a_report_refused_as_unavailable_is_sent_again_with_its_events() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    config_maps(&cluster).await?;
+    let gitsync = FakeGitsync::refusing(2);
+    let address = free_port().await?;
+    let server = gitsync.serve(address).await?;
+    let observer = ready_observer(&cluster, address).await?;
+
+    cluster
+        .edit(
+            &cluster.config_maps(),
+            "managed",
+            json!({"data": {"mode": "edited"}}),
+        )
+        .await?;
+    let reported = eventually("the report to be taken after two refusals", || async {
+        Ok(reports_of(&gitsync.reported(), "managed")
+            .first()
+            .map(|event| (*event).clone()))
+    })
+    .await?;
+    assert_eq!(reported.changed_fields, ["data.mode"]);
+    let metrics = observer.registry.metrics().clone();
+    assert_eq!(
+        metrics.drift_report_failures.get(),
+        2,
+        "both refusals counted"
+    );
     assert_eq!(metrics.drift_reports_sent.get(), 1);
 
     server.cancel();

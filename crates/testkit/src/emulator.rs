@@ -10,6 +10,7 @@ use kube::api::DynamicObject;
 use kube::discovery::ApiResource;
 
 use crate::Error;
+use crate::client_faults::PanicOnce;
 
 /// How long the set-up waits for the emulator to serve Arbor's CRDs.
 const CRD_PATIENCE: Duration = Duration::from_secs(60);
@@ -45,6 +46,21 @@ impl Cluster {
         init_test_logging();
         let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
         Ok(Self { emu, client })
+    }
+
+    /// Another client of the emulator, like [`Cluster::client`], through which the first
+    /// request `fault` names panics in the task that sends it ([`PanicOnce`]).
+    pub async fn client_with(&self, fault: &PanicOnce) -> Result<kube::Client, Error> {
+        let mut config =
+            arbor_runtime::client::config_from_kubeconfig_yaml(&self.emu.kubeconfig_yaml()).await?;
+        // As `arbor_runtime::client::with_retries` builds it, the fault on top.
+        config.default_retry = false;
+        let builder = kube::client::ClientBuilder::try_from(config)
+            .map_err(arbor_runtime::client::ClientError::from)?;
+        Ok(builder
+            .with_layer(&arbor_runtime::throttle::RetryThrottledLayer::default())
+            .with_layer(fault)
+            .build())
     }
 
     /// Creates namespace `name` if it does not exist.

@@ -12,13 +12,15 @@
 //! - [`source`] and [`shared`]: the end-to-end suite's existing cluster (from the environment),
 //!   taken in turns by the tests and left as it was found;
 //! - [`Cluster`]: an in-process arbor-kube-emu and its client, on which the controllers'
-//!   integration tests run their controller;
+//!   integration tests run their controller; [`client_faults`]: faults only the client's side
+//!   can make (a request that panics in its sender's task);
 //! - [`eventually`] (from the demo, which waits the same way): the one bounded poll of every
 //!   test, generic over the error type and the poll interval ([`Patience`]).
 //!
 //! A dev-dependency only: no binary links it.
 
 pub mod bench;
+pub mod client_faults;
 pub mod crds;
 pub mod emulator;
 pub mod memory;

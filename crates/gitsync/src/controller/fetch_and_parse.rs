@@ -5,9 +5,13 @@ use std::time::{Duration, Instant, SystemTime};
 use arbor_policy::layout::{DeclaredState, Layout, SourceError};
 
 use super::error::ControllerError;
-use crate::fetch::{Credentials, FetchedCommit, Fetcher, GitReference, GitSource, SourceId};
+use crate::fetch::{
+    Credentials, FetchErrorKind, FetchStop, FetchedCommit, Fetcher, GitReference, GitSource,
+    SourceId,
+};
 use arbor_source::error::LoadError;
 use arbor_source::source::{LoadOptions, load};
+use tokio_util::sync::CancellationToken;
 
 /// What the repository holds at the fetched commit.
 #[derive(Debug)]
@@ -41,18 +45,41 @@ pub struct LoadRequest {
     pub known_commit: Option<String>,
 }
 
-/// Fetches, checks out and parses in a blocking task.
+/// Fetches, checks out and parses in a blocking task, unless `stopping` (the replica's stop)
+/// comes first: the fetch is then given up at once ([`FetchStop`]) and the answer is
+/// [`ControllerError::ShardLeft`], the shard's next holder fetching again. A fetch may take
+/// minutes (a slow or silent server) where the shutdown grace period is seconds: waited for,
+/// it would leave the Lease to expire instead of being handed over. A checkout or parse under
+/// way (local, bounded work) is let finish, so the blocking task never outlives the stop.
 pub async fn fetch_and_load(
     fetcher: &Fetcher,
     request: LoadRequest,
+    stopping: &CancellationToken,
 ) -> Result<Loaded, ControllerError> {
+    if stopping.is_cancelled() {
+        return Err(ControllerError::ShardLeft);
+    }
     let fetcher = fetcher.clone();
-    tokio::task::spawn_blocking(move || load_blocking(&fetcher, request))
-        .await
-        .map_err(|join| ControllerError::Worker(join.to_string()))?
+    let stop = FetchStop::default();
+    let worker_stop = stop.clone();
+    let mut load =
+        tokio::task::spawn_blocking(move || load_blocking(&fetcher, request, &worker_stop));
+    let joined = tokio::select! {
+        biased;
+        joined = &mut load => joined,
+        () = stopping.cancelled() => {
+            stop.stop();
+            load.await
+        }
+    };
+    joined.map_err(|join| ControllerError::Worker(join.to_string()))?
 }
 
-fn load_blocking(fetcher: &Fetcher, request: LoadRequest) -> Result<Loaded, ControllerError> {
+fn load_blocking(
+    fetcher: &Fetcher,
+    request: LoadRequest,
+    stop: &FetchStop,
+) -> Result<Loaded, ControllerError> {
     let source = GitSource {
         id: request.id.clone(),
         url: request.url,
@@ -60,7 +87,15 @@ fn load_blocking(fetcher: &Fetcher, request: LoadRequest) -> Result<Loaded, Cont
         credentials: request.credentials,
     };
     let started = Instant::now();
-    let FetchedCommit { commit, time, .. } = fetcher.fetch(&source)?;
+    let FetchedCommit { commit, time, .. } = match fetcher.fetch_unless_stopped(&source, stop) {
+        Err(error) if matches!(error.kind(), FetchErrorKind::Stopped) => {
+            return Err(ControllerError::ShardLeft);
+        }
+        fetched => fetched?,
+    };
+    if stop.is_stopped() {
+        return Err(ControllerError::ShardLeft);
+    }
     let mut timings = LoadTimings {
         fetch: started.elapsed(),
         ..LoadTimings::default()

@@ -41,6 +41,9 @@ pub struct Metrics {
     /// [`CORRECTION_STOP_PATIENCE`](crate::grpc::CORRECTION_STOP_PATIENCE) after the replica
     /// began to stop, and that were given up.
     pub drift_corrections_abandoned: Counter,
+    /// Drift corrections (gRPC `ReportDrift`) that panicked; each was left to a full round of
+    /// its source, asked for at once, and the rest of their report was still corrected.
+    pub drift_corrections_panicked: Counter,
 }
 
 impl Default for Metrics {
@@ -53,8 +56,18 @@ impl Default for Metrics {
             undecodable: DecodeFailures::default(),
             shards: ShardMetrics::default(),
             drift_corrections_abandoned: Counter::default(),
+            drift_corrections_panicked: Counter::default(),
         }
     }
+}
+
+/// The help of `drift_corrections_abandoned`, naming the patience the code uses.
+fn abandoned_corrections_help() -> String {
+    format!(
+        "Drift re-applies whose write was not answered within {:?} of the replica beginning to \
+         stop and that were given up (the write may still land; the Lease is left to expire)",
+        crate::grpc::CORRECTION_STOP_PATIENCE
+    )
 }
 
 impl Metrics {
@@ -79,9 +92,14 @@ impl Metrics {
         registry.register("errors", "Sync errors by code", metrics.errors.clone());
         registry.register(
             "drift_corrections_abandoned",
-            "Drift re-applies whose write was not answered 10 s after the replica began to stop \
-             and that were given up (the write may still land; the Lease is left to expire)",
+            abandoned_corrections_help(),
             metrics.drift_corrections_abandoned.clone(),
+        );
+        registry.register(
+            "drift_corrections_panicked",
+            "Drift re-applies that panicked; each was left to a full round of its source, asked \
+             for at once, and the rest of their report was still corrected",
+            metrics.drift_corrections_panicked.clone(),
         );
         Self {
             undecodable: DecodeFailures::register(registry),
@@ -116,5 +134,25 @@ impl Metrics {
                 code: code.to_owned(),
             })
             .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The help text says the patience the re-applies are given, whatever it is set to.
+    #[test]
+    fn the_abandoned_corrections_help_names_the_patience_in_force() {
+        let mut registry = Registry::with_prefix("arbor_gitsync");
+        Metrics::register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+        let help = text
+            .lines()
+            .find(|line| line.starts_with("# HELP arbor_gitsync_drift_corrections_abandoned"))
+            .expect("the metric is registered");
+        let patience = format!("{:?}", crate::grpc::CORRECTION_STOP_PATIENCE);
+        assert!(help.contains(&patience), "{help}");
     }
 }

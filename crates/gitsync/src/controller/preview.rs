@@ -215,7 +215,7 @@ async fn fetch(
         layout: handle.layout,
         known_commit: None,
     };
-    let loaded = fetch_and_parse::fetch_and_load(&ctx.fetcher, request).await?;
+    let loaded = fetch_and_parse::fetch_and_load(&ctx.fetcher, request, &ctx.stopping).await?;
     let parsed = loaded
         .parsed
         .ok_or_else(|| ControllerError::Load("the commit was not parsed".to_owned()))?;

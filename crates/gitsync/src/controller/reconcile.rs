@@ -545,9 +545,20 @@ fn retry_source<K: SourceKind>(
     error: &ControllerError,
     ctx: Arc<Context>,
 ) -> Action {
+    if ended_by_stop(&ctx, error) {
+        tracing::info!(kind = %K::kind(&()), source = %object_name(&source), %error, "reconcile ended early: this replica stops or gave the source's shard up; its next holder reconciles it");
+        return Action::await_change();
+    }
     tracing::warn!(kind = %K::kind(&()), source = %object_name(&source), %error, "reconcile failed");
     ctx.metrics.count_error(error.code());
     Action::requeue(RETRY)
+}
+
+/// Whether `error` ended a reconcile because this replica stops or gave the shard up (a graceful
+/// stop, a hand-over), a normal outcome: neither logged as a failure nor counted as an error,
+/// nor retried here, where no new work starts; the shard's next holder reconciles the object.
+fn ended_by_stop(ctx: &Context, error: &ControllerError) -> bool {
+    matches!(error, ControllerError::ShardLeft) || ctx.stopping.is_cancelled()
 }
 
 async fn run_tracking(
@@ -691,6 +702,10 @@ fn retry_tracking(
     error: &ControllerError,
     ctx: Arc<Context>,
 ) -> Action {
+    if ended_by_stop(&ctx, error) {
+        tracing::info!(kind = %record.resource().kind(), object = %object_name(&record.as_dynamic()), %error, "finalizer ended early: this replica stops or gave the shard up; its next holder finalizes the object");
+        return Action::await_change();
+    }
     tracing::warn!(kind = %record.resource().kind(), object = %object_name(&record.as_dynamic()), %error, "finalizer failed");
     ctx.metrics.count_error(error.code());
     Action::requeue(RETRY)

@@ -179,8 +179,13 @@ pub async fn run(ctx: &Context, handle: &SourceHandle) -> RoundResult {
             .filter(|_| record.generation == handle.generation)
             .map(|good| good.commit.clone()),
     };
-    let loaded = match fetch_and_parse::fetch_and_load(&ctx.fetcher, request).await {
+    let loaded = match fetch_and_parse::fetch_and_load(&ctx.fetcher, request, &ctx.stopping).await {
         Ok(loaded) => loaded,
+        // This replica stops: the shard's next holder fetches again; nothing to report.
+        Err(ControllerError::ShardLeft) => {
+            tracing::info!(source = %handle.reference, "the round's fetch was given up: this replica stops");
+            return RoundResult::default();
+        }
         Err(error) => {
             let message = error.to_string();
             return RoundResult::stopped(

@@ -1,6 +1,6 @@
 //! The libgit2 callbacks of one fetch: credentials (offered once per connection, so a refused
 //! password ends the fetch instead of looping), ssh host key verification, the deadline check on every
-//! progress report, and the download counters.
+//! progress report (which also ends a stopped fetch), and the download counters.
 //!
 //! A callback can only fail with an opaque `git2::Error`, so each one that refuses records the
 //! precise reason here; [`CallbackState::take_failure`] hands it to the error classification,
@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use git2::{CertificateCheckStatus, Cred, CredentialType, RemoteCallbacks};
 
+use super::FetchStop;
 use super::credentials::{Credentials, DEFAULT_SSH_USERNAME};
 use super::error::FetchErrorKind;
 use super::known_hosts::KnownHosts;
@@ -29,6 +30,7 @@ pub(crate) struct CallbackState<'a> {
     known_hosts_name: String,
     known_hosts: Option<KnownHosts>,
     deadline: Instant,
+    stop: FetchStop,
     failure: RefCell<Option<FetchErrorKind>>,
     deadline_passed: Cell<bool>,
     received_objects: Cell<usize>,
@@ -41,12 +43,14 @@ impl<'a> CallbackState<'a> {
         known_hosts_name: String,
         known_hosts: Option<KnownHosts>,
         deadline: Instant,
+        stop: FetchStop,
     ) -> Self {
         CallbackState {
             credentials,
             known_hosts_name,
             known_hosts,
             deadline,
+            stop,
             failure: RefCell::new(None),
             deadline_passed: Cell::new(false),
             received_objects: Cell::new(0),
@@ -94,7 +98,16 @@ impl<'a> CallbackState<'a> {
         (self.received_objects.get(), self.received_bytes.get())
     }
 
+    /// Whether the fetch was stopped ([`FetchStop`]).
+    pub fn stopped(&self) -> bool {
+        self.stop.is_stopped()
+    }
+
+    /// Whether the transfer may go on: neither past its deadline nor stopped.
     fn within_deadline(&self) -> bool {
+        if self.stopped() {
+            return false;
+        }
         if Instant::now() >= self.deadline {
             self.deadline_passed.set(true);
             return false;

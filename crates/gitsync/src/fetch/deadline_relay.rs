@@ -3,10 +3,10 @@
 //! libgit2 blocks in socket reads with no timeout unless process-global options are set, and
 //! those can only be set through `unsafe` code, which this workspace forbids. So for ssh and
 //! plain http, libgit2 connects to this relay instead of the server, and the relay forwards
-//! the bytes. When the deadline passes, the relay shuts down every socket it holds; libgit2's
-//! blocked read then fails at once and the fetch returns, with no thread left hanging on the
-//! server. The relay also remembers why it could not reach the server, which is a clearer
-//! error than libgit2's view from the far side of the relay.
+//! the bytes. When the deadline passes (or the fetch is stopped), the relay shuts down every
+//! socket it holds; libgit2's blocked read then fails at once and the fetch returns, with no
+//! thread left hanging on the server. The relay also remembers why it could not reach the
+//! server, which is a clearer error than libgit2's view from the far side of the relay.
 //!
 //! For plain http the `Host` header names the relay, so a server that picks a virtual host by
 //! name needs https. https cannot use a relay: rewriting the URL would break certificate
@@ -23,6 +23,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Instant;
+
+use super::{FetchStop, STOP_POLL};
 
 /// The server the relay forwards to.
 #[derive(Clone, Debug)]
@@ -82,7 +84,13 @@ pub(crate) struct DeadlineRelay {
 }
 
 impl DeadlineRelay {
-    pub fn start(upstream: Upstream, deadline: Instant) -> io::Result<DeadlineRelay> {
+    /// Relays to `upstream` until `deadline`, or until `fetch_stop` is set: either cuts the
+    /// connections.
+    pub fn start(
+        upstream: Upstream,
+        deadline: Instant,
+        fetch_stop: FetchStop,
+    ) -> io::Result<DeadlineRelay> {
         let listener = TcpListener::bind(("127.0.0.1", 0))?;
         let local_addr = listener.local_addr()?;
         let state = Arc::new(RelayState {
@@ -98,9 +106,17 @@ impl DeadlineRelay {
         let watchdog = thread::Builder::new()
             .name("git-fetch-deadline".into())
             .spawn(move || {
-                let remaining = deadline.saturating_duration_since(Instant::now());
-                if let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(remaining) {
-                    watchdog_state.timed_out.store(true, Ordering::SeqCst);
+                loop {
+                    let remaining = deadline.saturating_duration_since(Instant::now());
+                    if remaining.is_zero() {
+                        watchdog_state.timed_out.store(true, Ordering::SeqCst);
+                        break;
+                    }
+                    match stopped.recv_timeout(remaining.min(STOP_POLL)) {
+                        Err(mpsc::RecvTimeoutError::Timeout) if !fetch_stop.is_stopped() => {}
+                        // Stopped, or the relay dropped: the fetch is over.
+                        _ => break,
+                    }
                 }
                 watchdog_state.stop();
                 // Wake the acceptor, blocked in accept(), so it sees the stop.
@@ -236,7 +252,7 @@ mod tests {
             host: "127.0.0.1".into(),
             port,
         };
-        DeadlineRelay::start(upstream, deadline).unwrap()
+        DeadlineRelay::start(upstream, deadline, FetchStop::default()).unwrap()
     }
 
     fn echo_server() -> (u16, JoinHandle<()>) {

@@ -79,6 +79,9 @@ pub enum FetchErrorKind {
     /// Anything else libgit2 reported.
     #[error("{detail}")]
     Other { detail: String },
+    /// Given up unfinished because its replica stops ([`FetchStop`](crate::fetch::FetchStop)).
+    #[error("given up: this replica is stopping")]
+    Stopped,
 }
 
 /// A checkout that failed.

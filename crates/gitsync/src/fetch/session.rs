@@ -12,7 +12,6 @@ use std::time::Instant;
 
 use git2::{AutotagOption, Direction, FetchOptions, Oid, Remote, RemoteConnection, Repository};
 
-use super::FetchSettings;
 use super::cache::FETCHED_REF;
 use super::callbacks::CallbackState;
 use super::classify::{Observed, classify};
@@ -22,6 +21,7 @@ use super::error::FetchErrorKind;
 use super::known_hosts::KnownHosts;
 use super::remote_url::{self, GitUrl, Transport};
 use super::source::GitReference;
+use super::{FetchSettings, FetchStop};
 
 /// libgit2's depth value meaning "make a shallow repository complete".
 const UNSHALLOW: i32 = i32::MAX;
@@ -43,6 +43,7 @@ impl<'s> Session<'s> {
         credentials: &'s Credentials,
         settings: &'s FetchSettings,
         deadline: Instant,
+        stop: &FetchStop,
     ) -> Result<Session<'s>, FetchErrorKind> {
         let invalid = |detail: String| FetchErrorKind::InvalidSource { detail };
         let parsed = GitUrl::parse(url).map_err(|error| invalid(error.to_string()))?;
@@ -71,7 +72,7 @@ impl<'s> Session<'s> {
                 host: parsed.host.clone(),
                 port: parsed.port,
             };
-            DeadlineRelay::start(upstream, deadline).map_err(relay_error)
+            DeadlineRelay::start(upstream, deadline, stop.clone()).map_err(relay_error)
         };
         // Local and https fetches talk to the repository directly (see `deadline_relay`).
         let (relay, effective_url) = match parsed.transport {
@@ -93,6 +94,7 @@ impl<'s> Session<'s> {
             parsed.known_hosts_name(),
             known_hosts,
             deadline,
+            stop.clone(),
         );
         Ok(Session {
             url: parsed,
@@ -242,10 +244,11 @@ impl<'s> Session<'s> {
             .map_err(|err| self.failure(&err))
     }
 
-    /// Whether retrying is pointless: the deadline passed, a callback refused, or the server
-    /// could not be reached.
+    /// Whether retrying is pointless: the deadline passed, the fetch was stopped, a callback
+    /// refused, or the server could not be reached.
     fn aborted_for_good(&self) -> bool {
         self.state.deadline_passed()
+            || self.state.stopped()
             || self.state.has_failure()
             || self
                 .relay

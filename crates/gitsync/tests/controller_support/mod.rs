@@ -149,12 +149,22 @@ impl Cluster {
         name: &str,
         repo: &Repo,
     ) -> anyhow::Result<SourceRef> {
+        self.create_gittrack_of(namespace, name, &repo.url()).await
+    }
+
+    /// A GitTrack of the repository at `url` (a server of the test's own, say), branch `main`.
+    pub async fn create_gittrack_of(
+        &self,
+        namespace: &str,
+        name: &str,
+        url: &str,
+    ) -> anyhow::Result<SourceRef> {
         let api: Api<GitTrack> = Api::namespaced(self.client.clone(), namespace);
         let source: GitTrack = serde_json::from_value(json!({
             "apiVersion": "arbor.dev/v1alpha1",
             "kind": "GitTrack",
             "metadata": {"name": name, "namespace": namespace},
-            "spec": {"repository": repo.url(), "reference": {"branch": "main"}, "layout": "Flat", "pollInterval": "1h"},
+            "spec": {"repository": url, "reference": {"branch": "main"}, "layout": "Flat", "pollInterval": "1h"},
         }))?;
         api.create(&PostParams::default(), &source).await?;
         Ok(SourceRef::GitTrack {

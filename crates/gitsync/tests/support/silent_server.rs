@@ -2,12 +2,13 @@
 
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 
 pub struct SilentServer {
     port: u16,
     stopping: Arc<AtomicBool>,
+    accepted: Arc<AtomicUsize>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -17,6 +18,8 @@ impl SilentServer {
         let port = listener.local_addr().unwrap().port();
         let stopping = Arc::new(AtomicBool::new(false));
         let stop = Arc::clone(&stopping);
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&accepted);
         let thread = std::thread::spawn(move || {
             // Connections are held open, unanswered, until the server stops.
             let mut held = Vec::new();
@@ -25,6 +28,7 @@ impl SilentServer {
                     break;
                 }
                 if let Ok(stream) = connection {
+                    counted.fetch_add(1, Ordering::SeqCst);
                     held.push(stream);
                 }
             }
@@ -32,12 +36,18 @@ impl SilentServer {
         SilentServer {
             port,
             stopping,
+            accepted,
             thread: Some(thread),
         }
     }
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// How many connections it accepted (and holds).
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
     }
 }
 

@@ -1,9 +1,11 @@
 //! Delivering drift events to arbor-gitsync (`SyncService.ReportDrift`).
 //!
-//! Events are sent in batches of what is waiting. When gitsync cannot be reached the batch is
-//! kept, later events of the same object replace their predecessor in it, and delivery is
-//! retried after a pause that doubles up to a ceiling, so a gitsync that comes up late still
-//! hears of every object that drifted meanwhile.
+//! Events are sent in batches of what is waiting. When gitsync cannot be reached, or refuses
+//! the batch (any error status: `Unavailable` from a replica that began to stop before it
+//! corrected every event), the batch is kept, later events of the same object replace their
+//! predecessor in it, and delivery is retried after a pause that doubles up to a ceiling, so a
+//! gitsync that comes up late, or the next replica, still hears of every object that drifted
+//! meanwhile.
 
 use std::time::Duration;
 
