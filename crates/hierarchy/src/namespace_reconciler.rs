@@ -151,13 +151,21 @@ async fn reconcile_namespace(
             failures.push(error);
         }
     }
-    if failures.is_empty() {
-        Ok(Action::requeue(RESYNC))
-    } else {
-        Err(NamespaceError::Writes {
+    // Writes refused because the controller stops are no failure: the next leader makes them.
+    let (refused, failures): (Vec<WriteError>, Vec<WriteError>) =
+        failures.into_iter().partition(WriteError::is_stopping);
+    if !failures.is_empty() {
+        return Err(NamespaceError::Writes {
             namespace: name,
             failures,
-        })
+        });
+    }
+    match refused.first() {
+        Some(reason) => {
+            tracing::info!(namespace = %name, refused = refused.len(), %reason, "namespace reconcile ended at the stop; the next leader carries on");
+            Ok(Action::await_change())
+        }
+        None => Ok(Action::requeue(RESYNC)),
     }
 }
 

@@ -58,8 +58,39 @@ pub enum SubNamespaceFailure {
 #[error(transparent)]
 pub struct SubNamespaceError(#[from] Box<finalizer::Error<SubNamespaceFailure>>);
 
-/// The controller's reconcile function for SubNamespaces.
+impl SubNamespaceError {
+    /// Whether the reconcile ended on a write refused because the controller stops
+    /// ([`WriteError::is_stopping`]), in the apply, the clean-up or around the finalizer.
+    fn is_stopping(&self) -> bool {
+        match self.0.as_ref() {
+            finalizer::Error::ApplyFailed(SubNamespaceFailure::Write(error))
+            | finalizer::Error::CleanupFailed(SubNamespaceFailure::Write(error)) => {
+                error.is_stopping()
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The controller's reconcile function for SubNamespaces. A reconcile ended because the
+/// controller stops is a normal outcome (logged with its reason, not counted, not retried):
+/// the next leader carries on.
 pub async fn reconcile(
+    sub_namespace: Arc<DynamicObject>,
+    context: Arc<Context>,
+) -> Result<Action, SubNamespaceError> {
+    let namespace = sub_namespace.namespace().unwrap_or_default();
+    let name = sub_namespace.name_any();
+    match reconcile_sub_namespace_object(sub_namespace, context).await {
+        Err(error) if error.is_stopping() => {
+            tracing::info!(%namespace, %name, reason = %error, "SubNamespace reconcile ended at the stop; the next leader carries on");
+            Ok(Action::await_change())
+        }
+        outcome => outcome,
+    }
+}
+
+async fn reconcile_sub_namespace_object(
     sub_namespace: Arc<DynamicObject>,
     context: Arc<Context>,
 ) -> Result<Action, SubNamespaceError> {

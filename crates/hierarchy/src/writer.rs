@@ -5,7 +5,9 @@
 //! no write starts: a reconcile between two writes sends no further one (the one in flight is
 //! waited for before the Lease is released), and the next leader carries on. The writes
 //! another library sends for the controller (kube's `finalizer()` adding or removing the
-//! finalizer) are preceded by the same check ([`Writer::refuse_once_stopping`]).
+//! finalizer) are preceded by the same check ([`Writer::refuse_once_stopping`]). A reconcile
+//! ended by that check is not a failed one: it is logged with its reason, not counted in the
+//! `errors` metric and not retried ([`WriteError::is_stopping`]).
 
 use std::collections::BTreeMap;
 
@@ -45,6 +47,13 @@ pub enum WriteError {
 }
 
 impl WriteError {
+    /// Whether the write was not made because the controller is stopping: the end of a
+    /// reconcile at a graceful stop (or a lost Lease, reported as the process' own error), not
+    /// a failure of it.
+    pub fn is_stopping(&self) -> bool {
+        matches!(self, Self::Stopping { .. })
+    }
+
     /// A short reason for metrics.
     pub fn reason(&self) -> &'static str {
         match self {

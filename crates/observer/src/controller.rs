@@ -58,8 +58,6 @@ pub struct Context {
     pub recorder: Recorder,
     /// Reports Applications that do not decode.
     pub undecodable: DecodeFailures,
-    /// The shards whose Applications this replica handles (`--shards`).
-    pub shards: arbor_runtime::Shards,
 }
 
 impl std::fmt::Debug for Context {
@@ -80,22 +78,38 @@ impl std::fmt::Debug for Context {
 /// ([`arbor_runtime::shards`]); the reconcile then runs while the shard stays held. One of a
 /// shard this replica does not hold (any more) is left to the shard's holder, and its observer
 /// here, if one still runs, is stopped.
+///
+/// Every write checks right before it is sent that the shard is still held for work here
+/// (`Reconciler::may_write`), which it no longer is once the replica begins to stop or gives
+/// the shard up. A reconcile ended that way ([`Error::ShardLeft`]) is a normal outcome, not a
+/// failure: it is logged with its reason and not retried here, since the shard's next holder
+/// (this replica again, once it regains the shard, looks at every Application) carries on.
 pub async fn reconcile(object: Arc<DynamicObject>, context: Arc<Context>) -> Result<Action, Error> {
     let _counted = InFlight::count(&context.observers.registry.metrics().reconciles_in_flight);
     let uid = object.metadata.uid.as_deref().unwrap_or_default();
-    let shard = context.shards.shard_of(uid);
-    let Some(guard) = context.shards.guard(shard).await else {
+    let shard = context.observers.shards.shard_of(uid);
+    let Some(guard) = context.observers.shards.guard(shard).await else {
         if let Some(namespace) = object.metadata.namespace.as_deref() {
             let key = AppKey::new(namespace, object.name_any());
             context.observers.registry.stop(&key).await;
         }
         return Ok(Action::await_change());
     };
-    context.shards.count_work(shard);
-    guard
-        .while_held(reconcile_admitted(object, context.clone()))
-        .await
-        .unwrap_or(Ok(Action::await_change()))
+    context.observers.shards.count_work(shard);
+    let outcome = guard
+        .while_held(reconcile_admitted(object.clone(), context.clone()))
+        .await;
+    match outcome {
+        Some(Err(error)) if error.is_shard_left() => {
+            tracing::info!(application = %object_name(&object), shard, reason = %error, "reconcile ended before its next write; the shard's next holder carries on");
+            Ok(Action::await_change())
+        }
+        Some(outcome) => outcome,
+        None => {
+            tracing::info!(application = %object_name(&object), shard, "reconcile cut off: the shard's Lease is no longer this replica's");
+            Ok(Action::await_change())
+        }
+    }
 }
 
 async fn reconcile_admitted(
@@ -126,8 +140,13 @@ async fn reconcile_admitted(
     let api: Api<Application> = Api::namespaced(context.observers.resolver.client(), &namespace);
     let key = AppKey::new(&namespace, &name);
     let shard = context
+        .observers
         .shards
         .shard_of(object.metadata.uid.as_deref().unwrap_or_default());
+    // `finalizer()` may add the finalizer first thing: a write.
+    if !context.observers.shards.holds(shard) {
+        return Err(Error::ShardLeft);
+    }
     finalizer(&api, OBSERVER_FINALIZER, application, |event| async {
         let reconciler = Reconciler {
             context: &context,
@@ -195,7 +214,7 @@ impl Reconciler<'_> {
     /// for work here, which it no longer is once this replica begins to stop. A write already
     /// sent is waited for; the rest is left to the shard's next holder.
     fn may_write(&self) -> Result<(), Error> {
-        if self.context.shards.holds(self.shard) {
+        if self.context.observers.shards.holds(self.shard) {
             Ok(())
         } else {
             Err(Error::ShardLeft)
@@ -452,12 +471,15 @@ impl Reconciler<'_> {
             "the manifest's objects were deleted",
         )
         .await;
+        // `finalizer()` removes the finalizer once this clean-up succeeded: a write.
+        self.may_write()?;
         Ok(Action::await_change())
     }
 
     async fn start_observer(&self, accepted: &Accepted, status: &ApplicationStatus) {
         let spec = ObserverSpec {
             key: self.key.clone(),
+            shard: self.shard,
             schema: accepted.schema.clone(),
             last_applied: Arc::new(status.last_applied_manifest.clone()),
             stored: status.last_observed_manifest.clone(),
@@ -467,7 +489,11 @@ impl Reconciler<'_> {
         self.context
             .observers
             .registry
-            .start(self.key, |token| observer::run(observers, spec, token))
+            .start(
+                self.key,
+                (&self.context.observers.shards, self.shard),
+                |token| observer::run(observers, spec, token),
+            )
             .await;
     }
 
@@ -478,7 +504,12 @@ impl Reconciler<'_> {
         Ok(())
     }
 
+    /// Publishes an Event about the Application: a write too, so none once the shard is left.
     async fn publish(&self, application: &Application, type_: EventType, reason: &str, note: &str) {
+        if self.may_write().is_err() {
+            tracing::debug!(application = %self.key, reason, "Event not published: this replica no longer works on the Application's shard");
+            return;
+        }
         let event = KubeEvent {
             type_,
             reason: reason.to_owned(),

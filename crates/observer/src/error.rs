@@ -73,3 +73,20 @@ pub enum Error {
     #[error("the gRPC server stopped: {0}")]
     Serve(#[source] tonic::transport::Error),
 }
+
+impl Error {
+    /// Whether a reconcile ended because this replica no longer works on the Application's
+    /// shard ([`Error::ShardLeft`]), also when kube's finalizer helper carries it: a graceful
+    /// end, not a failure.
+    pub fn is_shard_left(&self) -> bool {
+        use kube::runtime::finalizer::Error as Finalizer;
+        match self {
+            Self::ShardLeft => true,
+            Self::Finalizer { source, .. } => matches!(
+                source.as_ref(),
+                Finalizer::ApplyFailed(Self::ShardLeft) | Finalizer::CleanupFailed(Self::ShardLeft)
+            ),
+            _ => false,
+        }
+    }
+}

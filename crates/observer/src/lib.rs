@@ -21,6 +21,12 @@
 //!   counted) for a status write it already sent; it sends none after it was cancelled. The
 //!   controller sees last applied and last observed differ and re-applies: drift of an
 //!   observed field is healed; a change to a field the schema does not observe is left alone.
+//! * With `--shards N`, replicas share the Applications by shard Leases
+//!   ([`arbor_runtime::shards`]): every write for an Application, the controller's and its
+//!   observer's, is made only while this replica holds the Application's shard, checked right
+//!   before it is sent, and the observers of a shard left are stopped as soon as the change is
+//!   seen ([`registry`]). A reconcile ended because its shard was left (or the replica stops)
+//!   is a normal outcome, not a reconcile error.
 //! * [`drift`]: watches of the git-managed kinds (`--drift-kinds`, objects with the
 //!   `--management-label`), debounced and reported to gitsync's `SyncService.ReportDrift`
 //!   with retries (`--gitsync-addr`; off without it).
@@ -226,16 +232,17 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
     // gained shard start, those of a lost one have their observers stopped.
     let controller = controller.reconcile_all_on(shards.changes());
     let drift_shards = shards.clone();
+    let follow_shards = shards.clone();
     let context = Arc::new(Context {
         observers: ObserverContext {
             resolver: resolver.clone(),
             watches: shared_watch::SharedWatches::new(resolver.clone()),
             registry: registry.clone(),
             drift: drift.clone(),
+            shards,
         },
         recorder: Recorder::new(client, component.reporter()),
         undecodable,
-        shards,
     });
     let task_registry = registry.clone();
     let task_shutdown = shutdown.clone();
@@ -259,6 +266,13 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
             );
         }
         tokio::spawn(open_when_synced(controller.store(), ready));
+        // The observers of a shard left stop at once, not when the controller reaches each
+        // Application (it may be busy with others for a while).
+        task_shutdown.spawn(
+            task_registry
+                .clone()
+                .follow_shards(follow_shards, token.clone()),
+        );
         let controller = controller
             .graceful_shutdown_on(token.clone().cancelled_owned())
             .run(controller::reconcile, controller::error_policy, context)

@@ -15,6 +15,12 @@
 //! registry waits only for a write already sent (kube-apiserver would carry that one out
 //! anyway). The replica beginning to stop cancels every observer the same way, at once
 //! ([`crate::registry`]).
+//!
+//! With `--shards`, every status write is also made under the Application's shard
+//! ([`ShardGuard`](arbor_runtime::ShardGuard)): it is taken right before the write, so no write
+//! is sent once this replica no longer holds the shard (taken, given up, or not renewed within
+//! the renew deadline), even before the registry stops the observer; and while the write is in
+//! flight the shard is not handed over.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +49,8 @@ const START_RETRY: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct ObserverSpec {
     pub key: AppKey,
+    /// The Application's shard: the observer writes only while this replica holds it.
+    pub shard: u32,
     pub schema: Arc<ObserverSchema>,
     /// The last applied manifest, to tell drift from a mere change of the observed view.
     pub last_applied: Arc<Vec<Value>>,
@@ -51,13 +59,15 @@ pub struct ObserverSpec {
     pub period: Duration,
 }
 
-/// What observers share: the API, the watches, the registry and the drift channel.
+/// What observers share: the API, the watches, the registry, the drift channel, and the
+/// shards this replica works on (`--shards`).
 #[derive(Debug, Clone)]
 pub struct ObserverContext {
     pub resolver: Resolver,
     pub watches: SharedWatches,
     pub registry: ObserverRegistry,
     pub drift: broadcast::Sender<DriftEvent>,
+    pub shards: arbor_runtime::Shards,
 }
 
 /// Runs the observer of `spec` until `token` is cancelled.
@@ -238,6 +248,12 @@ impl Observer {
         if self.token.is_cancelled() {
             return Ok(());
         }
+        let shards = &self.context.shards;
+        let Read::Done(Some(_held)) = self.unless_cancelled(shards.guard(self.spec.shard)).await
+        else {
+            tracing::debug!(application = %self.spec.key, shard = self.spec.shard, "observed change not written: the observer was stopped, or this replica no longer holds the Application's shard");
+            return Ok(());
+        };
         apply_status(
             &self.apps,
             &self.spec.key.name,

@@ -12,6 +12,14 @@
 //! starts from then on. An observer aborted with a write in flight withholds the release of
 //! the Lease ([`Shutdown::withhold_release`]): that write may still land.
 //!
+//! With `--shards`, each observer belongs to its Application's shard. An observer starts only
+//! while this replica holds that shard, and once the shard is no longer held (taken by another
+//! replica, given up to one, or not renewed within the renew deadline) its observers are
+//! stopped together, at the change of the held shards ([`ObserverRegistry::follow_shards`]),
+//! without waiting for the controller to reach each Application. Each observer also checks the
+//! shard right before every write it sends ([`crate::observer`]), so none is sent for a shard
+//! left between two looks.
+//!
 //! Every start, stop and action is recorded in a short per-Application log, so tests (and
 //! `ObserverService`) can check the lifecycle order; the observer's checks and drift are
 //! counted beside it.
@@ -22,7 +30,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use arbor_policy::observe::ApplicationAction;
-use arbor_runtime::Shutdown;
+use arbor_runtime::{Shards, Shutdown};
+use futures::StreamExt as _;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -81,9 +90,17 @@ pub struct ObserverStats {
     pub log: Vec<LifecycleEvent>,
 }
 
+/// A running observer: its task, what cancels it, and the shard of its Application.
+#[derive(Debug)]
+struct ObserverTask {
+    token: CancellationToken,
+    handle: JoinHandle<()>,
+    shard: u32,
+}
+
 #[derive(Debug, Default)]
 struct Entry {
-    task: Option<(CancellationToken, JoinHandle<()>)>,
+    task: Option<ObserverTask>,
     checks: u64,
     drift_count: u64,
     drift_seen: Option<Instant>,
@@ -129,13 +146,18 @@ impl ObserverRegistry {
         &self.metrics
     }
 
-    /// Runs `observer(token)` as `key`'s observer; it must end when `token` is cancelled, which
-    /// it is when the observer is stopped or the replica begins to stop. An observer still
-    /// registered for `key` is cancelled first and waited for ([`Self::end`]): a status write
-    /// it has in flight lands before the new observer can write, never after. Once the replica
-    /// is stopping, no observer starts.
-    pub async fn start<F>(&self, key: &AppKey, observer: impl FnOnce(CancellationToken) -> F)
-    where
+    /// Runs `observer(token)` as the observer of `key`, an Application of shard `shard` of
+    /// `shards`; it must end when `token` is cancelled, which it is when the observer is
+    /// stopped, its shard is left or the replica begins to stop. An observer still registered
+    /// for `key` is cancelled first and waited for ([`Self::end`]): a status write it has in
+    /// flight lands before the new observer can write, never after. No observer starts for a
+    /// shard this replica does not hold, which it holds none of once it is stopping.
+    pub async fn start<F>(
+        &self,
+        key: &AppKey,
+        (shards, shard): (&Shards, u32),
+        observer: impl FnOnce(CancellationToken) -> F,
+    ) where
         F: Future<Output = ()> + Send + 'static,
     {
         // Taken out under the lock and waited for without it: the other Applications'
@@ -146,16 +168,23 @@ impl ObserverRegistry {
         if let Some(previous) = previous {
             self.end(key, previous).await;
         }
-        if self.shutdown.is_shutting_down() {
-            return;
-        }
-        let token = self.shutdown.token().child_token();
-        let task = tokio::spawn(observer(token.clone()));
         let displaced = {
             let mut entries = self.lock();
+            // Asked under the lock that `stop_shards_left` takes after each change of the held
+            // shards: an observer either starts before that sweep, which then stops it, or
+            // finds its shard already left and does not start.
+            if !shards.holds(shard) {
+                return;
+            }
+            let token = self.shutdown.token().child_token();
+            let handle = tokio::spawn(observer(token.clone()));
             let entry = entries.by_key.entry(key.clone()).or_default();
             entry.record(LifecycleEvent::ObserverStarted);
-            let displaced = entry.task.replace((token, task));
+            let displaced = entry.task.replace(ObserverTask {
+                token,
+                handle,
+                shard,
+            });
             self.metrics.observers_running.inc();
             if displaced.is_some() {
                 self.metrics.observers_running.dec();
@@ -170,7 +199,7 @@ impl ObserverRegistry {
     }
 
     /// Takes `key`'s observer task out of its entry, and out of the count.
-    fn take_task(&self, key: &AppKey) -> Option<(CancellationToken, JoinHandle<()>)> {
+    fn take_task(&self, key: &AppKey) -> Option<ObserverTask> {
         let task = self
             .lock()
             .by_key
@@ -208,14 +237,67 @@ impl ObserverRegistry {
     /// observer that has not ended after [`END_PATIENCE`] is aborted, logged and counted
     /// (`arbor_observer_observers_aborted_total`), and the Lease is not released at shutdown
     /// ([`Shutdown::withhold_release`]): its write may land after another replica took over.
-    async fn end(&self, key: &AppKey, (token, mut task): (CancellationToken, JoinHandle<()>)) {
+    async fn end(&self, key: &AppKey, task: ObserverTask) {
+        let ObserverTask {
+            token, mut handle, ..
+        } = task;
         token.cancel();
         // A panicked or aborted observer has ended too.
-        if tokio::time::timeout(END_PATIENCE, &mut task).await.is_err() {
+        if tokio::time::timeout(END_PATIENCE, &mut handle)
+            .await
+            .is_err()
+        {
             self.metrics.observers_aborted.inc();
             tracing::warn!(application = %key, patience = ?END_PATIENCE, "an observer did not end in time and was aborted; a status write it had in flight may still land");
-            task.abort();
+            handle.abort();
             self.shutdown.withhold_release();
+        }
+    }
+
+    /// Stops the observers of every shard of `shards` this replica no longer holds, all
+    /// cancelled at once and then waited for ([`Self::end`]), and returns how many.
+    pub async fn stop_shards_left(&self, shards: &Shards) -> usize {
+        let left: Vec<(AppKey, ObserverTask)> = {
+            let mut entries = self.lock();
+            let mut left = Vec::new();
+            for (key, entry) in &mut entries.by_key {
+                let Some(task) = entry.task.take_if(|task| !shards.holds(task.shard)) else {
+                    continue;
+                };
+                entry.record(LifecycleEvent::ObserverStopped);
+                self.metrics.observers_running.dec();
+                task.token.cancel();
+                left.push((key.clone(), task));
+            }
+            left
+        };
+        let stopped = left.len();
+        futures::future::join_all(left.into_iter().map(|(key, task)| async move {
+            self.end(&key, task).await;
+        }))
+        .await;
+        stopped
+    }
+
+    /// Until `stop` is cancelled: after every change of the shards held, stops the observers
+    /// of the shards left ([`Self::stop_shards_left`]). A shard seen taken or given up is
+    /// announced at once, one not renewed in time within a renew interval; until then its
+    /// observers send no write anyway (each checks the shard before it writes).
+    pub async fn follow_shards(self, shards: Shards, stop: CancellationToken) {
+        let mut changes = std::pin::pin!(shards.changes());
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                change = changes.next() => {
+                    if change.is_none() {
+                        return;
+                    }
+                    let stopped = self.stop_shards_left(&shards).await;
+                    if stopped > 0 {
+                        tracing::info!(stopped, held = ?shards.held(), "stopped the observers of the shards this replica no longer holds");
+                    }
+                }
+            }
         }
     }
 
@@ -252,7 +334,7 @@ impl ObserverRegistry {
             entry
                 .task
                 .as_ref()
-                .is_some_and(|(_, task)| !task.is_finished())
+                .is_some_and(|task| !task.handle.is_finished())
         })
     }
 
@@ -303,7 +385,7 @@ impl ObserverRegistry {
                 running: entry
                     .task
                     .as_ref()
-                    .is_some_and(|(_, task)| !task.is_finished()),
+                    .is_some_and(|task| !task.handle.is_finished()),
                 checks: entry.checks,
                 drift_count: entry.drift_count,
                 last_observed: entry.last_observed,
@@ -326,6 +408,15 @@ mod tests {
         ObserverRegistry::new(Metrics::default(), Shutdown::new(Duration::from_secs(5)))
     }
 
+    /// One shard, held until `stopping` is cancelled (the replica begins to stop).
+    fn one_shard_until(stopping: CancellationToken) -> Shards {
+        Shards::all(1, "test", arbor_runtime::ShardMetrics::default(), stopping)
+    }
+
+    fn one_shard() -> Shards {
+        one_shard_until(CancellationToken::new())
+    }
+
     #[tokio::test]
     async fn stop_waits_for_the_observer_and_logs_the_order() {
         let registry = registry();
@@ -338,7 +429,7 @@ mod tests {
                 ended.store(true, std::sync::atomic::Ordering::SeqCst);
             }
         };
-        registry.start(&key, observer).await;
+        registry.start(&key, (&one_shard(), 0), observer).await;
         assert!(registry.is_running(&key));
         assert_eq!(registry.metrics().observers_running.get(), 1);
         registry.stop(&key).await;
@@ -375,7 +466,7 @@ mod tests {
                 writes.lock().unwrap().push("old");
             }
         };
-        registry.start(&key, old).await;
+        registry.start(&key, (&one_shard(), 0), old).await;
         write_sent.await.expect("the old observer writes");
         let replacing = {
             let registry = registry.clone();
@@ -385,7 +476,7 @@ mod tests {
                 let new = |_| async move {
                     writes.lock().unwrap().push("new");
                 };
-                registry.start(&key, new).await;
+                registry.start(&key, (&one_shard(), 0), new).await;
             })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -419,14 +510,14 @@ mod tests {
             let _ = writing.send(());
             let _ = answered.await;
         };
-        registry.start(&key, held).await;
+        registry.start(&key, (&one_shard(), 0), held).await;
         write_sent.await.expect("the observer writes");
         assert_eq!(registry.metrics().observers_running.get(), 1);
         let replacing = {
             let registry = registry.clone();
             let key = key.clone();
             tokio::spawn(async move {
-                registry.start(&key, |_| async {}).await;
+                registry.start(&key, (&one_shard(), 0), |_| async {}).await;
             })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -439,9 +530,13 @@ mod tests {
         assert_eq!(registry.metrics().observers_running.get(), 0);
         assert!(!registry.is_running(&key));
         registry
-            .start(&key, |token: CancellationToken| async move {
-                token.cancelled().await;
-            })
+            .start(
+                &key,
+                (&one_shard(), 0),
+                |token: CancellationToken| async move {
+                    token.cancelled().await;
+                },
+            )
             .await;
         assert_eq!(registry.metrics().observers_running.get(), 1);
         registry.stop(&key).await;
@@ -454,10 +549,11 @@ mod tests {
     async fn a_stopping_replica_cancels_its_observers_and_starts_none() {
         let shutdown = Shutdown::new(Duration::from_secs(5));
         let registry = ObserverRegistry::new(Metrics::default(), shutdown.clone());
+        let shards = one_shard_until(shutdown.token());
         let key = AppKey::new("ns", "app");
         let (ended, cancelled) = tokio::sync::oneshot::channel::<()>();
         registry
-            .start(&key, |token: CancellationToken| async move {
+            .start(&key, (&shards, 0), |token: CancellationToken| async move {
                 token.cancelled().await;
                 let _ = ended.send(());
             })
@@ -472,7 +568,7 @@ mod tests {
         let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = started.clone();
         registry
-            .start(&other, move |_| async move {
+            .start(&other, (&shards, 0), move |_| async move {
                 flag.store(true, std::sync::atomic::Ordering::SeqCst);
             })
             .await;
@@ -494,11 +590,12 @@ mod tests {
     async fn an_observer_aborted_with_a_write_in_flight_withholds_the_lease_release() {
         let shutdown = Shutdown::new(Duration::from_secs(60));
         let registry = ObserverRegistry::new(Metrics::default(), shutdown.clone());
+        let shards = one_shard_until(shutdown.token());
         let key = AppKey::new("ns", "app");
         let (writing, write_sent) = tokio::sync::oneshot::channel::<()>();
         let (_answer, answered) = tokio::sync::oneshot::channel::<()>();
         registry
-            .start(&key, |_| async move {
+            .start(&key, (&shards, 0), |_| async move {
                 let _ = writing.send(());
                 let _ = answered.await;
             })

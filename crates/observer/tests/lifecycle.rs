@@ -357,14 +357,22 @@ async fn a_reconcile_stuck_past_the_grace_period_leaves_the_lease_to_expire() ->
 /// Issue 22 (third review): a reconcile starts no write once its replica stops. The leader's
 /// apply of an Application's Deployment is held 8 s as it stops (grace 60 s): that write is
 /// answered before the Lease is given up, and neither the Service nor the status is written
-/// after it; the next leader goes on.
+/// after it; the next leader goes on. Ending so is a normal outcome, no reconcile error
+/// (`arbor_observer_reconcile_errors` counted it before).
 #[tokio::test]
 async fn a_reconcile_between_writes_when_the_leader_stops_sends_no_further_write()
 -> anyhow::Result<()> {
     let (cluster, observer) =
         leader_with_a_deployment_apply_held(&["--shutdown-grace=60s"], 8).await?;
     cluster.emu.requests().reset();
+    let metrics = observer.registry.metrics().clone();
+    let errors = metrics.reconcile_errors.get();
     observer.stop().await?;
+    assert_eq!(
+        metrics.reconcile_errors.get(),
+        errors,
+        "the reconcile ended by the stop was counted as a reconcile error"
+    );
 
     let requests = cluster.emu.requests();
     assert_eq!(

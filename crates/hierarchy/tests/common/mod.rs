@@ -207,6 +207,20 @@ impl Cluster {
         self.controller.as_ref().expect("the controller runs")
     }
 
+    /// Every reconcile error the controller counted so far, whatever its reason
+    /// (`arbor_hierarchy_errors_total`, summed over its labels).
+    pub fn errors_counted(&self) -> u64 {
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register("errors", "", self.metrics.errors.clone());
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry)
+            .expect("the errors metric encodes");
+        text.lines()
+            .filter(|line| line.starts_with("errors_total{"))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
     /// Waits until the controller has settled: a full resync completes (every namespace
     /// reconciled at least once more) and the revision no longer moves.
     pub async fn settle(&self) -> Result<()> {

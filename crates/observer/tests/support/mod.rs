@@ -52,6 +52,23 @@ impl Cluster {
     /// Starts the observer with `extra` flags; admin and gRPC on free loopback ports, no leader
     /// election and a 5 s shutdown grace period unless `extra` sets them.
     pub async fn observer(&self, extra: &[&str]) -> anyhow::Result<Running> {
+        self.observer_with(self.client.clone(), extra).await
+    }
+
+    /// Starts the observer as [`Self::observer`] does, as replica `identity`: its Leases name
+    /// it, and its requests carry it as their username in the emulator's request log.
+    pub async fn observer_as(&self, identity: &str, extra: &[&str]) -> anyhow::Result<Running> {
+        let token = self.emu.token_for(identity, &["system:masters"]);
+        let client =
+            arbor_runtime::client::from_kubeconfig_yaml(&self.emu.kubeconfig_yaml_for(&token))
+                .await?;
+        let lease_identity = format!("--lease-identity={identity}");
+        let mut flags = vec![lease_identity.as_str()];
+        flags.extend_from_slice(extra);
+        self.observer_with(client, &flags).await
+    }
+
+    async fn observer_with(&self, client: kube::Client, extra: &[&str]) -> anyhow::Result<Running> {
         let mut argv = vec![
             "arbor-observer",
             "--admin-addr",
@@ -74,7 +91,7 @@ impl Cluster {
         argv.extend_from_slice(extra);
         let args = ObserverArgs::try_parse_from(argv)?;
         let config = Config::from(&args);
-        let component = Component::with_client("observer", args.common, self.client.clone())?;
+        let component = Component::with_client("observer", args.common, client)?;
         Ok(arbor_observer::start(component, config).await?)
     }
 
@@ -126,17 +143,30 @@ impl Cluster {
 
     /// Waits until Application `name` is in `state` for its current generation.
     pub async fn wait_for_state(&self, name: &str, state: &str) -> anyhow::Result<Application> {
-        let applications = self.applications();
+        self.wait_for_state_in(NAMESPACE, name, state).await
+    }
+
+    /// Waits until Application `name` of `namespace` is in `state` for its current generation.
+    pub async fn wait_for_state_in(
+        &self,
+        namespace: &str,
+        name: &str,
+        state: &str,
+    ) -> anyhow::Result<Application> {
+        let applications: Api<Application> = Api::namespaced(self.client.clone(), namespace);
         let last = std::sync::Mutex::new(None);
-        let outcome = eventually(&format!("Application {name} to be {state}"), || async {
-            let application = applications.get(name).await?;
-            *last.lock().unwrap() = application.status.clone();
-            let status = application.status.clone().unwrap_or_default();
-            let current = format!("{:?}", status.state);
-            let generation_done =
-                state != "Running" || status.observed_generation == application.metadata.generation;
-            Ok((current == state && generation_done).then_some(application))
-        })
+        let outcome = eventually(
+            &format!("Application {namespace}/{name} to be {state}"),
+            || async {
+                let application = applications.get(name).await?;
+                *last.lock().unwrap() = application.status.clone();
+                let status = application.status.clone().unwrap_or_default();
+                let current = format!("{:?}", status.state);
+                let generation_done = state != "Running"
+                    || status.observed_generation == application.metadata.generation;
+                Ok((current == state && generation_done).then_some(application))
+            },
+        )
         .await;
         outcome.with_context(|| format!("last status: {:?}", last.lock().unwrap()))
     }
