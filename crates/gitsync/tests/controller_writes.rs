@@ -542,7 +542,7 @@ async fn leader_with_a_drifted_configmap() -> anyhow::Result<(Cluster, Instance)
     repo.write("cm-2.yaml", &configmap(None, "cm-2", "1"))?;
     let commit = repo.commit("declared")?;
     let instance = start_instance(
-        cluster.client.clone(),
+        cluster.config(),
         true,
         &["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"],
     )
@@ -708,7 +708,7 @@ async fn leader_with_a_round_write_held(
         "--max-concurrent-writes=1",
     ];
     all_flags.extend_from_slice(flags);
-    let instance = start_instance(cluster.client.clone(), true, &all_flags).await?;
+    let instance = start_instance(cluster.config(), true, &all_flags).await?;
     let source = cluster.create_gittrack("foo", "apps", &repo).await?;
     cluster.synced(&instance, &source, &commit).await?;
     for name in names {

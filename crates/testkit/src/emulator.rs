@@ -18,6 +18,8 @@ const CRD_PATIENCE: Duration = Duration::from_secs(60);
 pub struct Cluster {
     pub emu: KubeEmu,
     pub client: kube::Client,
+    /// The client configuration `client` was built from, for the components under test.
+    config: kube::Config,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -43,8 +45,23 @@ impl Cluster {
     /// `emu` as it is, with no CRD installed: for suites that install their own.
     pub async fn on(emu: KubeEmu) -> Result<Self, Error> {
         init_test_logging();
-        let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
-        Ok(Self { emu, client })
+        let config =
+            arbor_runtime::client::config_from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
+        let client = arbor_runtime::client::with_retries(config.clone())?;
+        Ok(Self {
+            emu,
+            client,
+            config,
+        })
+    }
+
+    /// The client configuration of this cluster, for the components under test to build their
+    /// client from as the binaries do (`Component::with_config`): theirs then stops resending
+    /// throttled requests once the component begins to stop. A component given the test's
+    /// client instead would go on resending while it stops, so its stop would not be the one
+    /// the binaries make.
+    pub fn config(&self) -> kube::Config {
+        self.config.clone()
     }
 
     /// Creates namespace `name` if it does not exist.

@@ -74,7 +74,7 @@ impl Cluster {
         argv.extend_from_slice(extra);
         let args = ObserverArgs::try_parse_from(argv)?;
         let config = Config::from(&args);
-        let component = Component::with_client("observer", args.common, self.client.clone())?;
+        let component = Component::with_config("observer", args.common, self.config())?;
         Ok(arbor_observer::start(component, config).await?)
     }
 
