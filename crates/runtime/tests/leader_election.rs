@@ -600,6 +600,40 @@ mod shards {
         emu.shutdown().await;
     }
 
+    /// Issue 22: work on one shard that gave up a write it had sent keeps that shard's Lease
+    /// at shutdown (left to expire: the write may still land), and only that one: the
+    /// replica's other shards are given up as usual, and the component's shutdown is not
+    /// withheld. Before, the withholding was process-wide and kept every shard Lease.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_given_up_write_keeps_the_lease_of_its_shard_alone() {
+        use arbor_runtime::shutdown::{Drained, Shutdown};
+        use k8s_openapi::api::coordination::v1::Lease;
+        let (emu, client) = cluster().await;
+        let a = replica(&client, "replica-a");
+        balanced(&[&a], LEASE_DURATION * 3).await;
+        let shutdown = Shutdown::new(Duration::from_secs(5));
+        let guard = a.shards.guard(2).await.expect("a holds shard 2");
+        guard.withhold_release(&shutdown);
+        drop(guard);
+        a.stop().await;
+
+        let leases = kube::Api::<Lease>::namespaced(client.clone(), "arbor-system");
+        for shard in 0..SHARDS {
+            let holder = leases
+                .get_opt(&format!("arbor-test-shard-{shard}"))
+                .await
+                .unwrap()
+                .and_then(|lease| lease.spec)
+                .and_then(|spec| spec.holder_identity)
+                .filter(|holder| !holder.is_empty());
+            let expected = (shard == 2).then(|| "replica-a".to_owned());
+            assert_eq!(holder, expected, "shard {shard}");
+        }
+        shutdown.trigger();
+        assert_eq!(shutdown.drain().await, Drained::Completed);
+        emu.shutdown().await;
+    }
+
     /// A killed replica never gives its membership Lease up: the others delete it once they
     /// have seen it unrenewed for a lease duration (with its resourceVersion as the
     /// precondition), and keep the living replicas' ones.
