@@ -300,7 +300,8 @@ fn linearity(regular: &Figures, large: &Figures) -> anyhow::Result<()> {
 /// the same emulator.
 async fn measure(count: usize) -> anyhow::Result<Figures> {
     let emu = KubeEmu::start().await?;
-    let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
+    let config = arbor_runtime::client::config_from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
+    let client = arbor_runtime::client::with_retries(config.clone())?;
     arbor_testkit::cluster::install_crds(&client, PATIENCE).await?;
     arbor_testkit::cluster::ensure_namespace(&client, "bench").await?;
 
@@ -321,7 +322,7 @@ async fn measure(count: usize) -> anyhow::Result<Figures> {
     ])?;
     let settings = args.settings()?;
     let width = settings.max_concurrent_writes;
-    let component = Component::with_client("gitsync", args.common.clone(), client.clone())?;
+    let component = Component::with_config("gitsync", args.common.clone(), config)?;
     let running = arbor_gitsync::run::start(component, settings)
         .await?
         .context("stopped while starting")?;

@@ -165,8 +165,9 @@ async fn main() -> anyhow::Result<()> {
     let admin = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
     arbor_testkit::cluster::install_crds(&admin, limit).await?;
     let token = emu.token_for(GITSYNC_USER, &["system:masters"]);
-    let client =
-        arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml_for(&token)).await?;
+    let config =
+        arbor_runtime::client::config_from_kubeconfig_yaml(&emu.kubeconfig_yaml_for(&token))
+            .await?;
 
     let repos = tempfile::tempdir()?;
     let quiet = GitRepo::init(repos.path().join("quiet"))?;
@@ -187,7 +188,7 @@ async fn main() -> anyhow::Result<()> {
         &cache_flag,
     ])?;
     let settings = args.settings()?;
-    let component = Component::with_client("gitsync", args.common.clone(), client)?;
+    let component = Component::with_config("gitsync", args.common.clone(), config)?;
     let running = arbor_gitsync::run::start(component, settings)
         .await?
         .context("stopped while starting")?;

@@ -273,7 +273,8 @@ enum Correction {
     Stopped,
     /// The write was sent, but not answered within [`CORRECTION_STOP_PATIENCE`] once this
     /// replica began to stop, and was given up (logged, counted): it may still land, so the
-    /// Lease is left to expire rather than released ([`Shutdown::withhold_release`]).
+    /// Lease of the source's shard is left to expire rather than released
+    /// ([`arbor_runtime::ShardGuard::withhold_release`]).
     Abandoned,
 }
 
@@ -424,7 +425,7 @@ async fn correct_drift(
             else {
                 ctx.metrics.drift_corrections_abandoned.inc();
                 tracing::warn!(object = %key, %source, patience = ?CORRECTION_STOP_PATIENCE, "re-applying a drifted object was not answered in time as this replica stops, and was given up; the write may still land, so the Lease is left to expire rather than released");
-                shutdown.withhold_release();
+                admitted.guard.withhold_release(shutdown);
                 return Correction::Abandoned;
             };
             synced

@@ -10,8 +10,9 @@
 //! every replica runs them, each syncing the sources of the shards it holds
 //! ([`crate::controller::shard`]).
 //!
-//! Stopping goes in an order that never leaves a shard with no one to answer for it longer
-//! than its hand-over: the controllers and the drift re-applies in flight
+//! Stopping is every component's one stop sequence ([`Component::run_until_stopped`]), in an
+//! order that never leaves a shard with no one to answer for it longer than its hand-over:
+//! the controllers and the drift re-applies in flight
 //! ([`crate::grpc`]) stop first (a round finishes the writes it sent and starts no other,
 //! see [`crate::controller::shard`]), then the shard Leases are given up, and
 //! only then does the `SyncService` server close ([`arbor_runtime::shutdown`]). Meanwhile the
@@ -28,11 +29,12 @@ use std::time::Duration;
 
 use arbor_policy::keys::{Keys, ManagementLabel};
 use arbor_policy::ownership::{FlagError, ModeFlags};
-use arbor_runtime::component::{Component, LeaseGate, LostLease, StartError};
+use arbor_runtime::component::{Component, LostLease, StartError};
 use arbor_runtime::flags::{CommonArgs, parse_duration};
 use arbor_runtime::shards::ShardArgs;
-use arbor_runtime::shutdown::Shutdown;
+use arbor_runtime::shutdown::{Drained, Shutdown};
 use kube::runtime::events::Recorder;
+use tokio::task::JoinHandle;
 
 use crate::apply::{Applier, Discovery};
 use crate::controller::metrics::Metrics;
@@ -194,8 +196,9 @@ pub async fn run(args: Args) -> Result<(), RunError> {
 
 /// A running instance.
 pub struct Running {
-    component: Component,
-    gate: LeaseGate,
+    shutdown: Shutdown,
+    /// The component's one stop sequence ([`Component::run_until_stopped`]), running.
+    stopped: JoinHandle<Result<Drained, LostLease>>,
     grpc_addr: SocketAddr,
     ctx: Context,
 }
@@ -208,8 +211,9 @@ impl std::fmt::Debug for Running {
     }
 }
 
-/// Starts an instance on `component` (tests build it with `Component::with_client`). Returns
-/// `None` when shut down while waiting for leadership.
+/// Starts an instance on `component` (tests build it with `Component::with_config`, as
+/// [`run`] does through `Component::start`). Returns `None` when shut down while waiting for
+/// leadership.
 pub async fn start(
     mut component: Component,
     settings: Settings,
@@ -251,7 +255,8 @@ pub async fn start(
         sources: Arc::default(),
         stopping: component.shutdown().token(),
     };
-    reconcile::spawn(ctx.clone(), triggers, component.shutdown());
+    let controllers = reconcile::controllers(ctx.clone(), triggers, &component.shutdown().token());
+    let stopped = tokio::spawn(component.run_until_stopped(gate, controllers));
 
     let grpc_addr = component
         .serve_grpc(tonic::service::Routes::new(
@@ -271,8 +276,8 @@ pub async fn start(
     tracing::info!(%grpc_addr, "serving SyncService");
     ready.open();
     Ok(Some(Running {
-        component,
-        gate,
+        shutdown: component.shutdown().clone(),
+        stopped,
         grpc_addr,
         ctx,
     }))
@@ -291,20 +296,24 @@ impl Running {
 
     /// The replica's shutdown: what stopping waits for, and what it abandoned.
     pub fn shutdown(&self) -> &Shutdown {
-        self.component.shutdown()
+        &self.shutdown
     }
 
-    /// Waits for a signal or the loss of leadership, then stops.
+    /// Waits for a signal or the loss of leadership, then for the stop (see the module docs).
     pub async fn wait(self) -> Result<(), RunError> {
-        let outcome = self.gate.hold().await;
-        self.stop().await;
-        Ok(outcome?)
+        match self.stopped.await {
+            Ok(stopped) => stopped.map(drop).map_err(RunError::from),
+            Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+            Err(_cancelled) => Ok(()),
+        }
     }
 
     /// Stops the controllers, releases the Leases, then closes the servers (see the module
     /// docs).
     pub async fn stop(self) {
-        self.component.shutdown().trigger();
-        self.component.shutdown().drain().await;
+        self.shutdown.trigger();
+        if let Err(error) = self.wait().await {
+            tracing::error!(%error, "stopping");
+        }
     }
 }

@@ -34,10 +34,10 @@ fn candidate(identity: &str) -> Vec<String> {
     .collect()
 }
 
-async fn campaign(client: kube::Client, identity: &str) -> anyhow::Result<Instance> {
+async fn campaign(config: kube::Config, identity: &str) -> anyhow::Result<Instance> {
     let flags = candidate(identity);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    start_instance(client, true, &flags).await
+    start_instance(config, true, &flags).await
 }
 
 #[tokio::test]
@@ -50,9 +50,9 @@ async fn only_the_leader_applies_and_the_other_takes_over_when_it_stops() -> any
     let first_commit = repo.commit("first")?;
 
     // `start_instance` returns once the instance holds the Lease.
-    let leader = campaign(cluster.client.clone(), "gitsync-a").await?;
-    let client = cluster.client.clone();
-    let standby = tokio::spawn(async move { campaign(client, "gitsync-b").await });
+    let leader = campaign(cluster.config(), "gitsync-a").await?;
+    let config = cluster.config();
+    let standby = tokio::spawn(async move { campaign(config, "gitsync-b").await });
 
     let source = cluster.create_gittrack("foo", "apps", &repo).await?;
     cluster.synced(&leader, &source, &first_commit).await?;

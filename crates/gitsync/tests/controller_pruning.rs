@@ -853,7 +853,7 @@ async fn a_source_deletion_with_its_first_release_held(
     let commit = repo.commit("configmaps")?;
     let mut flags = GITTRACKS.to_vec();
     flags.push("--max-concurrent-writes=1");
-    let instance = start_instance(cluster.client.clone(), true, &flags).await?;
+    let instance = start_instance(cluster.config(), true, &flags).await?;
     let source = gittrack_with_repo(&cluster, "foo", "apps", &repo, Some("Orphan")).await?;
     cluster.synced(&instance, &source, &commit).await?;
 

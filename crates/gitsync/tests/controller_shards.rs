@@ -47,7 +47,7 @@ async fn start_replica_with(
     let mut flags = replica(identity, cluster_gittracks);
     flags.extend_from_slice(extra);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    start_instance(cluster.client.clone(), true, &flags).await
+    start_instance(cluster.config(), true, &flags).await
 }
 
 /// Replicas `gitsync-a` and `gitsync-b`, once each holds one of the two shards.

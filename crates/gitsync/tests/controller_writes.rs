@@ -547,7 +547,7 @@ async fn leader_with_a_drifted_configmap() -> anyhow::Result<(Cluster, Instance)
     repo.write("cm-2.yaml", &configmap(None, "cm-2", "1"))?;
     let commit = repo.commit("declared")?;
     let instance = start_instance(
-        cluster.client.clone(),
+        cluster.config(),
         true,
         &["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"],
     )
@@ -689,8 +689,9 @@ async fn a_panicking_drift_reapply_is_left_to_a_round_and_the_rest_of_its_batch_
     }
     let commit = repo.commit("declared")?;
     let fault = PanicOnce::new("GET", "/api/v1/namespaces/foo/configmaps/cm-3");
-    let instance = start_instance(
-        cluster.client_with(&fault).await?,
+    let instance = start_instance_around(
+        cluster.config(),
+        |client| fault.around(client),
         false,
         &["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"],
     )
@@ -764,7 +765,7 @@ async fn leader_with_a_round_write_held(
         "--max-concurrent-writes=1",
     ];
     all_flags.extend_from_slice(flags);
-    let instance = start_instance(cluster.client.clone(), true, &all_flags).await?;
+    let instance = start_instance(cluster.config(), true, &all_flags).await?;
     let source = cluster.create_gittrack("foo", "apps", &repo).await?;
     cluster.synced(&instance, &source, &commit).await?;
     for name in names {
@@ -848,7 +849,7 @@ async fn a_round_fetching_when_the_leader_stops_gives_its_fetch_up_at_once() -> 
     cluster.namespace("foo").await?;
     let silent = SilentServer::start();
     let instance = start_instance(
-        cluster.client.clone(),
+        cluster.config(),
         true,
         &[
             "--gittrack-mode=Enabled",

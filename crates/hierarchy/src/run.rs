@@ -2,10 +2,11 @@
 //! `HierarchyService` gRPC server and graceful shutdown around it.
 //!
 //! Only the leader runs the controller; the others wait (and are not ready). The readiness
-//! gate opens once the caches synced. A lost Lease stops the controller and ends the process
-//! with an error, as for every component (see `arbor_runtime::component`). Stopping waits for
-//! the controller's writes in flight at most the grace period (`--shutdown-grace`) before the
-//! Lease is released; past it, the Lease is left to expire.
+//! gate opens once the caches synced. Stopping is every component's one stop sequence
+//! (`arbor_runtime::Component::run_until_stopped`): a lost Lease stops the controller and ends
+//! the process with an error; the stop waits for the controller's writes in flight at most the
+//! grace period (`--shutdown-grace`) before the Lease is released; past it, the Lease is left
+//! to expire.
 
 use arbor_api::hierarchy_config::{self, HierarchyConfigError};
 use arbor_policy::keys::{InvalidDomain, Keys};
@@ -55,18 +56,19 @@ pub async fn run(args: Args) -> Result<(), RunError> {
         .serve_grpc(tonic::service::Routes::new(running.service().into_server()))
         .await?;
     tracing::info!(%grpc_addr, "serving HierarchyService");
-    tokio::select! {
-        () = running.synced() => caches.open(),
-        () = token.cancelled() => {}
-    }
-
-    let outcome = gate.hold().await;
-    caches.close();
-    // Stopping the controller is work the drain waits for within the grace period, as for
-    // every component: a reconcile stuck in a write past it is abandoned (logged, counted) and
-    // the Lease left to expire rather than released under it (`arbor_runtime::shutdown`).
-    component.shutdown().spawn(running.stop());
-    component.shutdown().trigger();
-    component.shutdown().drain().await;
-    Ok(outcome?)
+    // The controller is the component's work: the stop waits for its writes in flight within
+    // the grace period, and a reconcile stuck in a write past it is abandoned (logged,
+    // counted) with the Lease left to expire rather than released under it
+    // (`Component::run_until_stopped`).
+    let work = async move {
+        tokio::select! {
+            () = running.synced() => caches.open(),
+            () = token.cancelled() => {}
+        }
+        token.cancelled().await;
+        caches.close();
+        running.stop().await;
+    };
+    component.run_until_stopped(gate, work).await?;
+    Ok(())
 }

@@ -61,7 +61,8 @@ use arbor_policy::object::GroupVersionKind;
 use arbor_proto::v1::observer_service_server::ObserverServiceServer;
 use arbor_proto::v1::sync_service_client::SyncServiceClient;
 use arbor_runtime::admin::{Readiness, ReadyGate};
-use arbor_runtime::{Component, Shutdown};
+use arbor_runtime::shutdown::Drained;
+use arbor_runtime::{Component, LostLease, Shutdown};
 use futures::StreamExt;
 use kube::Api;
 use kube::runtime::Controller;
@@ -129,9 +130,8 @@ pub struct Running {
     /// Ready once the Applications are listed and every drift watch has its initial list.
     pub readiness: Readiness,
     shutdown: Shutdown,
-    /// Tells whether the Lease was lost when the drain gave up on the controller.
-    gate: arbor_runtime::LeaseGate,
-    task: JoinHandle<Result<(), Error>>,
+    /// The component's one stop sequence ([`Component::run_until_stopped`]), running.
+    stopped: JoinHandle<Result<Drained, LostLease>>,
 }
 
 impl Running {
@@ -146,14 +146,10 @@ impl Running {
     /// expire, rather than the stop waiting for it without bound. A lost Lease is an error
     /// ([`arbor_runtime::LostLease`]) either way, so the binary exits non-zero.
     pub async fn wait(self) -> Result<(), Error> {
-        self.shutdown.drain().await;
-        if !self.task.is_finished() {
-            return self.gate.lost().map_or(Ok(()), |lost| Err(lost.into()));
-        }
-        match self.task.await {
-            Ok(outcome) => outcome,
-            Err(join) if join.is_cancelled() => Ok(()),
-            Err(join) => std::panic::resume_unwind(join.into_panic()),
+        match self.stopped.await {
+            Ok(stopped) => stopped.map(drop).map_err(Error::from),
+            Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+            Err(_cancelled) => Ok(()),
         }
     }
 
@@ -246,11 +242,8 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
     });
     let task_registry = registry.clone();
     let task_shutdown = shutdown.clone();
-    let running_gate = gate.clone();
-    let task = shutdown.spawn(async move {
-        if !gate.acquired().await? {
-            return Ok(());
-        }
+    // The component's work, started once this replica leads.
+    let work = async move {
         if let Some(channel) = gitsync {
             spawn_drift_reporting(
                 &task_shutdown,
@@ -281,20 +274,19 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
                     tracing::debug!(%error, "reconcile");
                 }
             });
-        // The controller ends on shutdown; the gate starts shutdown when the Lease is lost.
-        // Shutdown cancels the observers at once (see `registry`); they are waited for here.
-        let (outcome, ()) = tokio::join!(gate.hold(), controller);
+        // The controller ends on shutdown, which a lost Lease starts too. Shutdown cancels the
+        // observers at once (see `registry`); they are waited for here.
+        controller.await;
         task_registry.stop_all().await;
-        Ok(outcome?)
-    });
+    };
+    let stopped = tokio::spawn(component.run_until_stopped(gate, work));
     Ok(Running {
         grpc_addr,
         admin_addr,
         registry,
         readiness,
         shutdown,
-        gate: running_gate,
-        task,
+        stopped,
     })
 }
 

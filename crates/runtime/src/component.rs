@@ -26,8 +26,28 @@
 //! correctly, while a restart gets that for free and makes the loss visible as a restart
 //! count. One behaviour for every controller, because the gate is the only way one leads.
 //! The webhook elects no leader (every replica answers admission), so it never campaigns.
+//!
+//! ## One stop sequence
+//!
+//! Every leader-elected controller runs its work and stops it through
+//! [`Component::run_until_stopped`], so that the order lives in one place:
+//!
+//! 1. the work starts only once this replica leads (at once without leader election), as work
+//!    the shutdown waits for ([`Shutdown::spawn`]);
+//! 2. the stop starts on SIGTERM / SIGINT, on a lost Lease ([`LeaseGate::hold`]), on a caller's
+//!    [`Shutdown::trigger`], or when the work ends by itself (a leader whose work is gone must
+//!    not go on holding its Lease);
+//! 3. the tracked work is drained within `--shutdown-grace`; only then is the Lease released,
+//!    and not at all when the grace period ran out ([`Drained::TimedOut`]) or tracked work gave
+//!    up a write it had sent ([`Drained::Withheld`]): the Lease then expires on its own once
+//!    the process is gone;
+//! 4. the servers stop last ([`Shutdown::drain`]);
+//! 5. a lost Lease is the answer ([`LostLease`]) however the drain ended, so the binary exits
+//!    non-zero; a panic of the work is resumed once the drain is over.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use kube::runtime::events::Reporter;
@@ -43,7 +63,7 @@ use crate::lease::{LeaderElector, LeaseConfig};
 use crate::listener::{Limits, ListenerMetrics};
 use crate::metrics::MetricsRegistry;
 use crate::shards::{PeerAddress, ShardConfig, ShardMetrics, Shards};
-use crate::shutdown::Shutdown;
+use crate::shutdown::{Drained, Shutdown};
 use crate::telemetry::{self, InvalidLogFilter};
 
 /// Start-up failed before the component could do any work.
@@ -111,7 +131,9 @@ impl Component {
 
     /// As [`Component::start`], with the client's configuration the caller chose (tests, the
     /// demo); logging is left to the caller. The client stops resending throttled requests
-    /// once the component begins to stop ([`crate::throttle`]).
+    /// once the component begins to stop ([`crate::throttle`]). There is no way to hand a
+    /// component a client built elsewhere: its resends would go on while it stops, so a test
+    /// built that way would not exercise the stop the binaries make.
     pub fn with_config(
         name: &'static str,
         args: CommonArgs,
@@ -119,27 +141,6 @@ impl Component {
     ) -> Result<Self, StartError> {
         let shutdown = Shutdown::new(args.shutdown_grace);
         let client = client::with_retries_until(config, shutdown.token())?;
-        Self::assemble(name, args, client, shutdown)
-    }
-
-    /// As [`Component::start`], with a client the caller built (tests, the demo); logging is
-    /// left to the caller. Its retries are its own: unlike [`Component::with_config`]'s, they
-    /// go on while the component stops.
-    pub fn with_client(
-        name: &'static str,
-        args: CommonArgs,
-        client: kube::Client,
-    ) -> Result<Self, StartError> {
-        let shutdown = Shutdown::new(args.shutdown_grace);
-        Self::assemble(name, args, client, shutdown)
-    }
-
-    fn assemble(
-        name: &'static str,
-        args: CommonArgs,
-        client: kube::Client,
-        shutdown: Shutdown,
-    ) -> Result<Self, StartError> {
         let tls = TlsMaterial::load(&args.tls)?;
         shutdown.trigger_on_signals().map_err(StartError::Signals)?;
         let mut metrics = MetricsRegistry::new();
@@ -165,6 +166,14 @@ impl Component {
             readiness: Readiness::new(),
             shutdown,
         })
+    }
+
+    /// Sends every request of the component through `around`, built on the client
+    /// [`Component::with_config`] made, which keeps stopping its resends with the component
+    /// (tests put a fault there; see `arbor_testkit::client_faults`).
+    pub fn with_client_around(mut self, around: impl FnOnce(kube::Client) -> kube::Client) -> Self {
+        self.client = around(self.client);
+        self
     }
 
     pub fn name(&self) -> &'static str {
@@ -325,6 +334,7 @@ impl Component {
         LeaseGate {
             lease: Some((lease, leading)),
             lost: Arc::default(),
+            led: Arc::default(),
             shutdown,
         }
     }
@@ -369,6 +379,66 @@ impl Component {
         });
         (LeaseGate::open(self.shutdown.clone()), held)
     }
+
+    /// The one stop sequence of every leader-elected controller (see the module docs): runs
+    /// `work` as tracked work once this replica leads through `gate`, waits for the stop
+    /// (a signal, a lost Lease, [`Shutdown::trigger`], or `work` ending by itself), drains
+    /// the tracked work within `--shutdown-grace` and then releases the Lease, unless the drain
+    /// says it must be left to expire. Answers how the drain ended, or [`LostLease`].
+    ///
+    /// `work` must end soon after [`Shutdown::token`] is cancelled. The returned future owns
+    /// what it needs: a binary awaits it, an in-process start (tests) spawns it and keeps the
+    /// handle.
+    pub fn run_until_stopped<W>(
+        &self,
+        gate: LeaseGate,
+        work: W,
+    ) -> impl Future<Output = Result<Drained, LostLease>> + Send + 'static + use<W>
+    where
+        W: Future<Output = ()> + Send + 'static,
+    {
+        let shutdown = self.shutdown.clone();
+        async move {
+            let leads = gate.acquired().await;
+            // A caller that started its work on an earlier acquisition (and so has led) gets it
+            // tracked even if the Lease was lost since: the drain then waits for it, stopping.
+            let mut work = gate.has_led().then(|| shutdown.spawn(work));
+            // How the work ended, when it ended before the stop began.
+            let mut ended = None;
+            let held = match (leads, work.as_mut()) {
+                (Ok(true), Some(running)) => tokio::select! {
+                    biased;
+                    held = gate.hold() => held,
+                    joined = running => {
+                        if !shutdown.is_shutting_down() {
+                            tracing::error!("the component's work ended before it was told to stop; stopping");
+                        }
+                        ended = Some(joined);
+                        Ok(())
+                    }
+                },
+                (leads, _) => leads.map(drop),
+            };
+            shutdown.trigger();
+            let drained = shutdown.drain().await;
+            let joined = match (ended, work) {
+                (Some(joined), _) => Some(joined),
+                (None, Some(running)) if running.is_finished() => Some(running.await),
+                // Abandoned at the grace period: it ends with the process.
+                (None, _) => None,
+            };
+            if let Some(Err(join)) = joined
+                && join.is_panic()
+            {
+                std::panic::resume_unwind(join.into_panic());
+            }
+            held?;
+            match gate.lost() {
+                Some(lost) => Err(lost),
+                None => Ok(drained),
+            }
+        }
+    }
 }
 
 /// Whether this replica may act, and the lost-lease policy (see the module docs).
@@ -379,6 +449,8 @@ pub struct LeaseGate {
     /// Set when [`LeaseGate::hold`] or [`LeaseGate::acquired`] found the Lease lost; shared by
     /// the gate's clones.
     lost: Arc<OnceLock<LostLease>>,
+    /// Set once [`LeaseGate::acquired`] saw this replica lead; shared by the gate's clones.
+    led: Arc<AtomicBool>,
     shutdown: Shutdown,
 }
 
@@ -388,15 +460,21 @@ impl LeaseGate {
         Self {
             lease: None,
             lost: Arc::default(),
+            led: Arc::default(),
             shutdown,
         }
     }
 
-    /// The Lease this replica lost, if it lost it ([`LeaseGate::hold`], [`LeaseGate::acquired`]):
-    /// for a binary whose `hold` runs inside tracked work that the drain may give up on, so
-    /// that the exit is still non-zero.
+    /// The Lease this replica lost, if it lost it ([`LeaseGate::hold`], [`LeaseGate::acquired`],
+    /// through any clone of the gate).
     pub fn lost(&self) -> Option<LostLease> {
         self.lost.get().cloned()
+    }
+
+    /// Whether this replica has led (or leads without leader election): work started on that
+    /// acquisition may be running, even if the Lease was lost since.
+    fn has_led(&self) -> bool {
+        self.lease.is_none() || self.led.load(Ordering::SeqCst)
     }
 
     /// Records the loss of `lease` and starts shutdown; returns it.
@@ -411,18 +489,33 @@ impl LeaseGate {
     /// came first. Without leader election, `Ok(true)` at once. When the campaign ended
     /// without ever leading (its task died), this replica can never lead: it logs why, starts
     /// shutdown and answers [`LostLease`], so the binary exits non-zero instead of waiting,
-    /// unready, for a Lease nobody campaigns for.
+    /// unready, for a Lease nobody campaigns for. Once this replica has led, it never waits to
+    /// lead again: a Lease lost since is [`LostLease`] at once (the campaign goes on, and
+    /// could win the Lease back after another replica wrote under it).
     pub async fn acquired(&self) -> Result<bool, LostLease> {
         let Some((lease, leading)) = &self.lease else {
             return Ok(true);
         };
         let mut leading = leading.clone();
         let token = self.shutdown.token();
+        if self.led.load(Ordering::SeqCst) {
+            if token.is_cancelled() {
+                return Ok(false);
+            }
+            if *leading.borrow() {
+                return Ok(true);
+            }
+            tracing::error!(error = %lease, "stopping");
+            return Err(self.lose(lease));
+        }
         tokio::select! {
             biased;
             () = token.cancelled() => Ok(false),
             held = leading.wait_for(|leading| *leading) => match held {
-                Ok(_) => Ok(true),
+                Ok(_) => {
+                    self.led.store(true, Ordering::SeqCst);
+                    Ok(true)
+                }
                 Err(_) => {
                     tracing::error!(error = %lease, "the campaign for the Lease ended before this replica led");
                     Err(self.lose(lease))
@@ -445,13 +538,17 @@ impl LeaseGate {
 
     /// Waits while this replica may go on: `Ok` once shutdown starts; on a lost Lease, logs
     /// why, starts shutdown so every loop stops reconciling, and returns [`LostLease`] for the
-    /// binary to exit non-zero with.
+    /// binary to exit non-zero with. Before this replica has led, it first waits to lead
+    /// ([`LeaseGate::acquired`]): not leading yet is no loss.
     pub async fn hold(&self) -> Result<(), LostLease> {
         let token = self.shutdown.token();
         let Some((lease, leading)) = &self.lease else {
             token.cancelled().await;
             return Ok(());
         };
+        if !self.acquired().await? {
+            return Ok(());
+        }
         let mut leading = leading.clone();
         tokio::select! {
             // A campaign that ends after shutdown began is a stop, not a lost Lease.

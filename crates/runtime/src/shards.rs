@@ -27,7 +27,10 @@
 //! Work on a shard runs under a [`ShardGuard`], which the controller checks right before each
 //! batch of writes. Once the replica begins to stop, no shard is held for work any more (with
 //! one shard as with many): work in flight finishes the write it sent and starts no other,
-//! and the Leases are given up after it ([`crate::shutdown`]). Giving a shard up is a drain: the shard stops counting as held at once (no
+//! and the Leases are given up after it ([`crate::shutdown`]), except the Lease of a shard
+//! whose work gave up a write it had sent ([`ShardGuard::withhold_release`]), which is left to
+//! expire: only that shard waits for expiry, the others change hands at once. Giving a shard
+//! up is a drain: the shard stops counting as held at once (no
 //! new guard, no new batch), its Lease is still renewed while any guard is out, and only when
 //! the last guard is dropped is the Lease deleted, so its next holder never starts beside a
 //! batch still writing.
@@ -57,6 +60,7 @@ use tokio_stream::StreamExt as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::lease::{LeaderElector, LeaseConfig, Role};
+use crate::shutdown::Shutdown;
 
 /// `--shards`: how many shards the component's work is cut into.
 #[derive(Debug, Clone, clap::Args)]
@@ -212,6 +216,9 @@ struct Inner {
     /// Cancelled when the replica begins to stop: from then on no shard is held for new work
     /// (see [`Shards::holds`]), while the Leases are kept until the work in flight is done.
     stopping: CancellationToken,
+    /// Shards whose work gave up a write it had sent ([`ShardGuard::withhold_release`]): their
+    /// Leases are not given up at shutdown but left to expire.
+    withheld: Mutex<BTreeSet<u32>>,
 }
 
 impl Shards {
@@ -252,6 +259,7 @@ impl Shards {
                 leases: watch::channel(()).0,
                 metrics,
                 stopping,
+                withheld: Mutex::new(BTreeSet::new()),
             }),
         }
     }
@@ -507,6 +515,20 @@ impl ShardGuard {
     /// Whether the shard is still held: ask right before each batch of writes.
     pub fn still_held(&self) -> bool {
         self.shards.holds(self.shard)
+    }
+
+    /// Tells that this work gave up, at a bound of its own, a write it had already sent: the
+    /// API server may still carry it out, so the shard's Lease is not given up at shutdown but
+    /// left to expire once this process is gone. Only this shard's: the replica's other shards
+    /// are handed over as usual. With one Lease for all the work (one shard, or no leader
+    /// election), that Lease is the component's, and it is withheld through `shutdown`
+    /// ([`Shutdown::withhold_release`]).
+    pub fn withhold_release(&self, shutdown: &Shutdown) {
+        if self.shards.inner.deadline.is_none() {
+            shutdown.withhold_release();
+            return;
+        }
+        lock(&self.shards.inner.withheld).insert(self.shard);
     }
 
     /// Resolves once the shard is no longer held; race the work against it.
@@ -788,12 +810,20 @@ impl Manager {
         for shard in 0..self.config.shards {
             self.shards.set(shard, None);
         }
+        let withheld = lock(&self.shards.inner.withheld).clone();
         for shard in 0..self.config.shards {
             // Every tracked writer has finished before release starts; this is the last check.
             let _idle = self.shards.inner.in_flight[shard as usize]
                 .clone()
                 .write_owned()
                 .await;
+            if withheld.contains(&shard) {
+                tracing::warn!(
+                    shard,
+                    "work on this shard gave up a write it had sent; leaving the shard's Lease to expire rather than giving it up while the write may still land"
+                );
+                continue;
+            }
             // Answered for until its Lease is given up: see the module docs.
             let surrendered = self.electors[shard as usize].surrender().await;
             self.shards.set_leased(shard, None);
@@ -858,6 +888,19 @@ mod tests {
             changed.is_err(),
             "stopping was published as a change of the shards held"
         );
+    }
+
+    /// With one Lease for all the work (the component's), a write given up on the one shard
+    /// withholds that Lease: the shutdown then releases nothing.
+    #[tokio::test]
+    async fn with_one_lease_a_given_up_write_withholds_the_components_lease() {
+        let shutdown = Shutdown::new(Duration::from_secs(5));
+        let shards = Shards::all(1, "a", ShardMetrics::default(), shutdown.token());
+        let guard = shards.guard(0).await.expect("held");
+        guard.withhold_release(&shutdown);
+        drop(guard);
+        shutdown.trigger();
+        assert_eq!(shutdown.drain().await, crate::shutdown::Drained::Withheld);
     }
 
     #[tokio::test]

@@ -16,7 +16,8 @@
 //! replica waits for a write before it lets the Lease expire instead of handing it over.
 //! The same holds when tracked work gave up, at a bound of its own, a write it had already sent
 //! ([`Shutdown::withhold_release`]): the API server may still carry it out, so the Lease is
-//! left to expire rather than handed over under it.
+//! left to expire rather than handed over under it. Work on one shard of several (`--shards`)
+//! withholds that shard's Lease alone ([`crate::shards::ShardGuard::withhold_release`]).
 //!
 //! Servers that answer questions about the work ([`Shutdown::spawn_server`], the gRPC server)
 //! outlast both phases: they stop ([`Shutdown::serving_token`]) only once the Lease is

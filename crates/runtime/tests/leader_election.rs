@@ -40,6 +40,13 @@ async fn cluster() -> (KubeEmu, kube::Client) {
     (emu, client)
 }
 
+/// The emulator's client configuration, for a component to build its own client from.
+async fn config_of(emu: &KubeEmu) -> kube::Config {
+    arbor_runtime::client::config_from_kubeconfig_yaml(&emu.kubeconfig_yaml())
+        .await
+        .expect("configuration from the emulator's kubeconfig")
+}
+
 async fn holder(client: &kube::Client) -> Option<String> {
     let lease = Api::<Lease>::namespaced(client.clone(), "arbor-system")
         .get("arbor-test")
@@ -147,7 +154,7 @@ async fn steal(client: &kube::Client, name: &str, thief: &str) {
 
 #[tokio::test]
 async fn a_component_that_loses_its_lease_stops_and_reports_the_lost_lease() {
-    use arbor_runtime::{CommonArgs, Component, LostLease};
+    use arbor_runtime::{CommonArgs, Component};
     use clap::Parser as _;
 
     #[derive(Debug, clap::Parser)]
@@ -164,7 +171,7 @@ async fn a_component_that_loses_its_lease_stops_and_reports_the_lost_lease() {
         "--lease-renew-interval=200ms",
     ])
     .unwrap();
-    let component = Component::with_client("gate", cli.common, client.clone()).unwrap();
+    let component = Component::with_config("gate", cli.common, config_of(&emu).await).unwrap();
     let gate = component.campaign();
     assert_eq!(
         tokio::time::timeout(LEASE_DURATION * 3, gate.acquired())
@@ -187,13 +194,7 @@ async fn a_component_that_loses_its_lease_stops_and_reports_the_lost_lease() {
     let outcome = tokio::time::timeout(LEASE_DURATION * 3, gate.hold())
         .await
         .expect("the loss is noticed within a renew interval or two");
-    assert_eq!(
-        outcome,
-        Err(LostLease {
-            namespace: "arbor-system".into(),
-            name: "arbor-gate".into()
-        })
-    );
+    assert_eq!(outcome, Err(gate_lease()));
     assert!(
         component.shutdown().is_shutting_down(),
         "reconciling goes on after the Lease was lost"
@@ -220,7 +221,7 @@ async fn a_component_that_is_stopped_releases_its_lease_and_reports_no_loss() {
 
     let (emu, client) = cluster().await;
     let cli = Cli::try_parse_from(["arbor-test", "--lease-identity=replica-a"]).unwrap();
-    let component = Component::with_client("gate", cli.common, client.clone()).unwrap();
+    let component = Component::with_config("gate", cli.common, config_of(&emu).await).unwrap();
     let gate = component.campaign();
     assert_eq!(gate.acquired().await, Ok(true));
     // A writer still finishing its work after the signal: the Lease must stay ours until it
@@ -244,6 +245,14 @@ async fn a_component_that_is_stopped_releases_its_lease_and_reports_no_loss() {
     emu.shutdown().await;
 }
 
+/// The Lease of the component `gate` the tests campaign as.
+fn gate_lease() -> arbor_runtime::LostLease {
+    arbor_runtime::LostLease {
+        namespace: "arbor-system".into(),
+        name: "arbor-gate".into(),
+    }
+}
+
 async fn holder_of(client: &kube::Client, name: &str) -> Option<String> {
     Api::<Lease>::namespaced(client.clone(), "arbor-system")
         .get(name)
@@ -252,6 +261,219 @@ async fn holder_of(client: &kube::Client, name: &str) -> Option<String> {
         .spec
         .and_then(|spec| spec.holder_identity)
         .filter(|holder| !holder.is_empty())
+}
+
+/// `Component::run_until_stopped`, the one stop sequence of every leader-elected controller
+/// (issue 22): the work runs only while this replica leads, is drained before the Lease is
+/// released, keeps the Lease when it gave up a write, and a lost Lease is the answer.
+mod stop_sequence {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use arbor_kube_emu::KubeEmu;
+    use std::future::Future;
+
+    use arbor_runtime::shutdown::{Drained, Shutdown};
+    use arbor_runtime::{CommonArgs, Component, LostLease};
+    use clap::Parser as _;
+    use tokio::sync::oneshot;
+    use tokio::task::JoinHandle;
+
+    use super::{LEASE_DURATION, cluster, config_of, holder_of, steal};
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        common: CommonArgs,
+    }
+
+    /// A component campaigning for `arbor-system/arbor-gate` as `identity`, with a short Lease.
+    async fn candidate(emu: &KubeEmu, identity: &str) -> Component {
+        let identity = format!("--lease-identity={identity}");
+        let cli = Cli::try_parse_from([
+            "arbor-test",
+            identity.as_str(),
+            "--lease-duration=2s",
+            "--lease-renew-interval=200ms",
+        ])
+        .unwrap();
+        Component::with_config("gate", cli.common, config_of(emu).await).unwrap()
+    }
+
+    /// The leader `replica-a` running work that, once the stop begins, does `at_stop`; returns
+    /// once the work runs, with the stop sequence's handle.
+    async fn leader_running<F>(
+        emu: &KubeEmu,
+        at_stop: impl FnOnce(Shutdown) -> F + Send + 'static,
+    ) -> (Component, JoinHandle<Result<Drained, LostLease>>)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let component = candidate(emu, "replica-a").await;
+        let (started, running) = oneshot::channel();
+        let shutdown = component.shutdown().clone();
+        let work = async move {
+            let _ = started.send(());
+            shutdown.token().cancelled().await;
+            at_stop(shutdown).await;
+        };
+        let stopping = tokio::spawn(component.run_until_stopped(component.campaign(), work));
+        tokio::time::timeout(LEASE_DURATION * 3, running)
+            .await
+            .expect("the work starts once the replica leads")
+            .unwrap();
+        (component, stopping)
+    }
+
+    #[tokio::test]
+    async fn the_work_is_drained_before_the_lease_is_released() {
+        let (emu, client) = cluster().await;
+        let (seen, holder_at_the_end) = oneshot::channel();
+        let reader = client.clone();
+        let (component, stopping) = leader_running(&emu, move |_| async move {
+            // A write still finishing after the stop began.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let _ = seen.send(holder_of(&reader, "arbor-gate").await);
+        })
+        .await;
+
+        component.shutdown().trigger();
+        assert_eq!(stopping.await.unwrap(), Ok(Drained::Completed));
+        assert_eq!(
+            holder_at_the_end.await.unwrap().as_deref(),
+            Some("replica-a"),
+            "the Lease was released while the work was still running"
+        );
+        assert_eq!(
+            holder_of(&client, "arbor-gate").await,
+            None,
+            "released after"
+        );
+        emu.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn work_that_gave_up_a_write_it_had_sent_leaves_the_lease_to_expire() {
+        let (emu, client) = cluster().await;
+        let (component, stopping) = leader_running(&emu, |shutdown| async move {
+            shutdown.withhold_release();
+        })
+        .await;
+
+        component.shutdown().trigger();
+        assert_eq!(stopping.await.unwrap(), Ok(Drained::Withheld));
+        assert_eq!(
+            holder_of(&client, "arbor-gate").await.as_deref(),
+            Some("replica-a"),
+            "the Lease was released while the given-up write may still land"
+        );
+        emu.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_lost_lease_stops_the_work_and_is_the_answer_once_the_work_was_drained() {
+        let (emu, client) = cluster().await;
+        let drained = Arc::new(AtomicBool::new(false));
+        let finished = drained.clone();
+        let (_component, stopping) = leader_running(&emu, move |_| async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            finished.store(true, Ordering::SeqCst);
+        })
+        .await;
+
+        steal(&client, "arbor-gate", "replica-b").await;
+        let outcome = tokio::time::timeout(LEASE_DURATION * 3, stopping)
+            .await
+            .expect("the loss stops the component within a renew interval or two")
+            .unwrap();
+        assert_eq!(outcome, Err(super::gate_lease()));
+        assert!(
+            drained.load(Ordering::SeqCst),
+            "the answer came before the work was drained"
+        );
+        assert_eq!(
+            holder_of(&client, "arbor-gate").await.as_deref(),
+            Some("replica-b")
+        );
+        emu.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn the_work_never_runs_on_a_replica_that_did_not_lead() {
+        let (emu, client) = cluster().await;
+        let leader = candidate(&emu, "replica-a").await;
+        let leader_gate = leader.campaign();
+        assert_eq!(leader_gate.acquired().await, Ok(true));
+
+        let follower = candidate(&emu, "replica-b").await;
+        let ran = Arc::new(AtomicBool::new(false));
+        let flag = ran.clone();
+        let stopping = tokio::spawn(follower.run_until_stopped(follower.campaign(), async move {
+            flag.store(true, Ordering::SeqCst);
+        }));
+        // Several renew intervals of the follower's campaign.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!stopping.is_finished(), "the follower stopped by itself");
+        follower.shutdown().trigger();
+        assert_eq!(stopping.await.unwrap(), Ok(Drained::Completed));
+        assert!(
+            !ran.load(Ordering::SeqCst),
+            "the work ran without the Lease"
+        );
+        assert_eq!(
+            holder_of(&client, "arbor-gate").await.as_deref(),
+            Some("replica-a"),
+            "the follower released a Lease it never held"
+        );
+        leader.shutdown().trigger();
+        leader.shutdown().drain().await;
+        emu.shutdown().await;
+    }
+
+    /// No Lease, no API server needed: the component's client is never used.
+    fn without_election() -> Component {
+        let cli = Cli::try_parse_from(["arbor-test", "--leader-election=false"]).unwrap();
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        Component::with_config("gate", cli.common, config).unwrap()
+    }
+
+    #[tokio::test]
+    async fn work_that_ends_by_itself_stops_the_component() {
+        let component = without_election();
+        let stopped = tokio::time::timeout(
+            Duration::from_secs(5),
+            component.run_until_stopped(component.campaign(), async {}),
+        )
+        .await
+        .expect("the component stops once its work ended");
+        assert_eq!(stopped, Ok(Drained::Completed));
+        assert!(component.shutdown().is_shutting_down());
+    }
+
+    #[tokio::test]
+    async fn a_panic_of_the_work_goes_on_once_the_stop_is_done() {
+        let component = without_election();
+        let (token, shutdown) = (component.shutdown().token(), component.shutdown().clone());
+        let other_work_finished = Arc::new(AtomicBool::new(false));
+        let finished = other_work_finished.clone();
+        shutdown.spawn(async move {
+            token.cancelled().await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            finished.store(true, Ordering::SeqCst);
+        });
+        let stopping = tokio::spawn(component.run_until_stopped(component.campaign(), async {
+            panic!("the work failed");
+        }));
+        let joined = tokio::time::timeout(Duration::from_secs(5), stopping)
+            .await
+            .expect("the component stops once its work ended");
+        assert!(joined.is_err_and(|join| join.is_panic()));
+        assert!(
+            other_work_finished.load(Ordering::SeqCst),
+            "the panic went on before the other work was drained"
+        );
+    }
 }
 
 /// Shard Leases (`--shards N`): replicas share the shards fairly, a dead replica's shards are
@@ -375,6 +597,40 @@ mod shards {
         balanced(&[&a, &b], LEASE_DURATION * 3).await;
         a.stop().await;
         b.stop().await;
+        emu.shutdown().await;
+    }
+
+    /// Issue 22: work on one shard that gave up a write it had sent keeps that shard's Lease
+    /// at shutdown (left to expire: the write may still land), and only that one: the
+    /// replica's other shards are given up as usual, and the component's shutdown is not
+    /// withheld. Before, the withholding was process-wide and kept every shard Lease.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_given_up_write_keeps_the_lease_of_its_shard_alone() {
+        use arbor_runtime::shutdown::{Drained, Shutdown};
+        use k8s_openapi::api::coordination::v1::Lease;
+        let (emu, client) = cluster().await;
+        let a = replica(&client, "replica-a");
+        balanced(&[&a], LEASE_DURATION * 3).await;
+        let shutdown = Shutdown::new(Duration::from_secs(5));
+        let guard = a.shards.guard(2).await.expect("a holds shard 2");
+        guard.withhold_release(&shutdown);
+        drop(guard);
+        a.stop().await;
+
+        let leases = kube::Api::<Lease>::namespaced(client.clone(), "arbor-system");
+        for shard in 0..SHARDS {
+            let holder = leases
+                .get_opt(&format!("arbor-test-shard-{shard}"))
+                .await
+                .unwrap()
+                .and_then(|lease| lease.spec)
+                .and_then(|spec| spec.holder_identity)
+                .filter(|holder| !holder.is_empty());
+            let expected = (shard == 2).then(|| "replica-a".to_owned());
+            assert_eq!(holder, expected, "shard {shard}");
+        }
+        shutdown.trigger();
+        assert_eq!(shutdown.drain().await, Drained::Completed);
         emu.shutdown().await;
     }
 

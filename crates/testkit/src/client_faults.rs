@@ -28,6 +28,12 @@ impl PanicOnce {
         }
     }
 
+    /// `client` with this fault in front of it (for [`arbor_runtime::Component::with_client_around`]).
+    pub fn around(&self, client: kube::Client) -> kube::Client {
+        let namespace = client.default_namespace().to_owned();
+        kube::Client::new(tower::Layer::layer(self, Through(client)), namespace)
+    }
+
     /// Whether the panic happened.
     pub fn fired(&self) -> bool {
         !self.armed.load(Ordering::SeqCst)
@@ -84,5 +90,24 @@ where
             }
             answer.await
         })
+    }
+}
+
+/// A built client as the service under a fault: each request is sent through it.
+#[derive(Clone)]
+struct Through(kube::Client);
+
+impl tower::Service<http::Request<kube::client::Body>> for Through {
+    type Response = http::Response<kube::client::Body>;
+    type Error = kube::Error;
+    type Future = Answer<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
+        let client = self.0.clone();
+        Box::pin(async move { client.send(request).await })
     }
 }

@@ -10,7 +10,6 @@ use kube::api::DynamicObject;
 use kube::discovery::ApiResource;
 
 use crate::Error;
-use crate::client_faults::PanicOnce;
 
 /// How long the set-up waits for the emulator to serve Arbor's CRDs.
 const CRD_PATIENCE: Duration = Duration::from_secs(60);
@@ -19,6 +18,8 @@ const CRD_PATIENCE: Duration = Duration::from_secs(60);
 pub struct Cluster {
     pub emu: KubeEmu,
     pub client: kube::Client,
+    /// The client configuration `client` was built from, for the components under test.
+    config: kube::Config,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -44,23 +45,23 @@ impl Cluster {
     /// `emu` as it is, with no CRD installed: for suites that install their own.
     pub async fn on(emu: KubeEmu) -> Result<Self, Error> {
         init_test_logging();
-        let client = arbor_runtime::client::from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
-        Ok(Self { emu, client })
+        let config =
+            arbor_runtime::client::config_from_kubeconfig_yaml(&emu.kubeconfig_yaml()).await?;
+        let client = arbor_runtime::client::with_retries(config.clone())?;
+        Ok(Self {
+            emu,
+            client,
+            config,
+        })
     }
 
-    /// Another client of the emulator, like [`Cluster::client`], through which the first
-    /// request `fault` names panics in the task that sends it ([`PanicOnce`]).
-    pub async fn client_with(&self, fault: &PanicOnce) -> Result<kube::Client, Error> {
-        let mut config =
-            arbor_runtime::client::config_from_kubeconfig_yaml(&self.emu.kubeconfig_yaml()).await?;
-        // As `arbor_runtime::client::with_retries` builds it, the fault on top.
-        config.default_retry = false;
-        let builder = kube::client::ClientBuilder::try_from(config)
-            .map_err(arbor_runtime::client::ClientError::from)?;
-        Ok(builder
-            .with_layer(&arbor_runtime::throttle::RetryThrottledLayer::default())
-            .with_layer(fault)
-            .build())
+    /// The client configuration of this cluster, for the components under test to build their
+    /// client from as the binaries do (`Component::with_config`): theirs then stops resending
+    /// throttled requests once the component begins to stop. A component given the test's
+    /// client instead would go on resending while it stops, so its stop would not be the one
+    /// the binaries make.
+    pub fn config(&self) -> kube::Config {
+        self.config.clone()
     }
 
     /// Creates namespace `name` if it does not exist.

@@ -2,6 +2,8 @@
 //! when the instance's [`WatchScope`](arbor_policy::ownership::WatchScope) watches them, in the
 //! namespace `--namespace` gives), and one per tracking kind for the finalizer.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -13,7 +15,6 @@ use arbor_api::source::{
 };
 use arbor_api::{ClusterGitTrack, GitSource, GitTrack};
 use arbor_policy::ownership::NamespaceScope;
-use arbor_runtime::Shutdown;
 use arbor_runtime::decode::{DecodeError, api_resource, decode_flattened, object_name};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -90,43 +91,54 @@ impl SourceKind for ClusterGitTrack {
     }
 }
 
-/// Starts the controllers this instance's scope asks for, as work `shutdown` waits for before
-/// the Leases are given up; they stop when it begins.
+/// The controllers this instance's scope asks for, as one piece of work that runs until
+/// `token` is cancelled (the replica begins to stop) and each controller has finished what it
+/// was doing: the component's work, which its shutdown waits for before the Leases are given
+/// up (`arbor_runtime::Component::run_until_stopped`). Their caches are registered at once,
+/// the controllers start when the work is first polled, each as a task of its own so that they
+/// use every worker thread; one that panics is logged and the others go on.
 ///
 /// Every kind is watched as dynamic objects and each object decoded when it is reconciled
 /// ([`arbor_runtime::decode`]): a source or tracking object of the wrong shape is reported and
 /// skipped, and the others of its kind are reconciled as usual.
-pub fn spawn(ctx: Context, triggers: mpsc::UnboundedReceiver<SourceRef>, shutdown: &Shutdown) {
-    let token = &shutdown.token();
+pub fn controllers(
+    ctx: Context,
+    triggers: mpsc::UnboundedReceiver<SourceRef>,
+    token: &CancellationToken,
+) -> impl Future<Output = ()> + Send + 'static + use<> {
+    let mut controllers: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> = Vec::new();
     let ctx = Arc::new(ctx);
     let watches = ctx.settings.scope.watches().clone();
     let (gittrack_triggers, gittrack_requests) = mpsc::unbounded_channel();
     let (cluster_triggers, cluster_requests) = mpsc::unbounded_channel();
-    shutdown.spawn(route_triggers(
+    controllers.push(Box::pin(route_triggers(
         triggers,
         gittrack_triggers,
         cluster_triggers,
         token.clone(),
-    ));
-    shutdown.spawn(shard::forget_lost_shards(ctx.clone(), token.clone()));
+    )));
+    controllers.push(Box::pin(shard::forget_lost_shards(
+        ctx.clone(),
+        token.clone(),
+    )));
 
     if let Some(api) = scoped_api::<GitTrack>(&ctx.client, &watches.gittracks) {
-        shutdown.spawn(run_sources::<GitTrack>(
+        controllers.push(Box::pin(run_sources::<GitTrack>(
             api,
             ctx.clone(),
             gittrack_requests,
             token.clone(),
-        ));
+        )));
     }
     if watches.cluster_gittracks {
         let api = scoped_api::<ClusterGitTrack>(&ctx.client, &NamespaceScope::AllNamespaces);
         if let Some(api) = api {
-            shutdown.spawn(run_sources::<ClusterGitTrack>(
+            controllers.push(Box::pin(run_sources::<ClusterGitTrack>(
                 api,
                 ctx.clone(),
                 cluster_requests,
                 token.clone(),
-            ));
+            )));
         }
     }
     let tracking_scope = watches.gittrack_objects();
@@ -148,13 +160,26 @@ pub fn spawn(ctx: Context, triggers: mpsc::UnboundedReceiver<SourceRef>, shutdow
         let writer = Writer::new(resource);
         ctx.tracking
             .watch(resource, writer.as_reader(), tracking_scope.clone());
-        shutdown.spawn(run_tracking(
+        controllers.push(Box::pin(run_tracking(
             api,
             writer,
             resource,
             ctx.clone(),
             token.clone(),
-        ));
+        )));
+    }
+    async move {
+        let mut running = tokio::task::JoinSet::new();
+        for controller in controllers {
+            running.spawn(controller);
+        }
+        while let Some(joined) = running.join_next().await {
+            if let Err(error) = joined
+                && error.is_panic()
+            {
+                tracing::error!(%error, "a gitsync controller panicked");
+            }
+        }
     }
 }
 

@@ -57,10 +57,11 @@ impl Cluster {
         Ok(self.0.namespace(name).await?)
     }
 
-    /// Starts an instance with `flags` beside the test defaults (no leader election, loopback
+    /// Starts an instance on the cluster `config` reaches, built as the binary builds it, with
+    /// `flags` beside the test defaults (no leader election, loopback
     /// ports, a private cache directory).
     pub async fn instance(&self, flags: &[&str]) -> anyhow::Result<Instance> {
-        start_instance(self.client.clone(), false, flags).await
+        start_instance(self.config(), false, flags).await
     }
 
     pub fn gittrack_objects(&self, namespace: &str) -> Api<DynamicObject> {
@@ -227,12 +228,23 @@ impl Cluster {
     }
 }
 
-/// Starts an instance with `flags` beside the test defaults (loopback ports, a private cache
+/// Starts an instance on the cluster `config` reaches, built as the binary builds it, with
+/// `flags` beside the test defaults (loopback ports, a private cache
 /// directory, `file://` repositories allowed: the tests' repositories are local; a test of the
 /// refusal passes `--allow-file-repositories=false`). With `leader_election`, it returns once it
 /// holds the Lease.
 pub async fn start_instance(
-    client: kube::Client,
+    config: kube::Config,
+    leader_election: bool,
+    flags: &[&str],
+) -> anyhow::Result<Instance> {
+    start_instance_around(config, |client| client, leader_election, flags).await
+}
+
+/// [`start_instance`], its requests going through `around` first (a client-side fault).
+pub async fn start_instance_around(
+    config: kube::Config,
+    around: impl FnOnce(kube::Client) -> kube::Client,
     leader_election: bool,
     flags: &[&str],
 ) -> anyhow::Result<Instance> {
@@ -255,7 +267,8 @@ pub async fn start_instance(
     argv.extend_from_slice(flags);
     let args = Args::try_parse_from(argv)?;
     let settings = args.settings()?;
-    let component = Component::with_client("gitsync", args.common.clone(), client)?;
+    let component =
+        Component::with_config("gitsync", args.common.clone(), config)?.with_client_around(around);
     let running = arbor_gitsync::run::start(component, settings)
         .await?
         .context("the instance stopped while starting")?;

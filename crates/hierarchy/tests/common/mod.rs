@@ -20,7 +20,6 @@ use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 pub const ARBOR: &str = "arbor.dev";
 pub const ACCURATE: &str = "accurate.cybozu.com";
@@ -87,7 +86,24 @@ pub struct Cluster {
     pub sub_api: SubNamespaceApi,
     /// The running controller's metrics.
     pub metrics: Metrics,
-    controller: Option<Running>,
+    controller: Option<Controller>,
+}
+
+/// The controller started in process on a component of its own, built as the binary builds it
+/// (`Component::with_config`): its client stops resending throttled requests once the component
+/// begins to stop, as the binary's does.
+pub struct Controller {
+    pub running: Running,
+    shutdown: arbor_runtime::Shutdown,
+}
+
+impl Controller {
+    /// Stops as the binary does: the component's stop first (no more resends), then the
+    /// controller's tasks.
+    pub async fn stop(self) {
+        self.shutdown.trigger();
+        self.running.stop().await;
+    }
 }
 
 impl std::ops::Deref for Cluster {
@@ -168,21 +184,28 @@ impl Cluster {
     }
 
     pub async fn start_controller(&mut self) -> Result<()> {
-        let running = self.try_start_controller(test_config()).await?;
-        tokio::time::timeout(WAIT, running.synced())
+        let controller = self.try_start_controller(test_config()).await?;
+        tokio::time::timeout(WAIT, controller.running.synced())
             .await
             .context("caches did not sync")?;
-        self.controller = Some(running);
+        self.controller = Some(controller);
         Ok(())
     }
 
     /// Starts the controller with `config`, returning its start-up error as is.
-    pub async fn try_start_controller(
-        &self,
-        config: PropagationConfig,
-    ) -> Result<Running, arbor_hierarchy::StartError> {
-        arbor_hierarchy::start(
-            self.client.clone(),
+    pub async fn try_start_controller(&self, config: PropagationConfig) -> Result<Controller> {
+        use clap::Parser as _;
+        let args = arbor_hierarchy::Args::try_parse_from([
+            "arbor-hierarchy",
+            "--leader-election=false",
+            "--admin-addr=127.0.0.1:0",
+            "--grpc-addr=127.0.0.1:0",
+        ])?;
+        let component =
+            arbor_runtime::Component::with_config("hierarchy", args.common, self.config())?;
+        let shutdown = component.shutdown().clone();
+        let running = arbor_hierarchy::start(
+            component.client(),
             Settings {
                 domain: self.domain.clone(),
                 config,
@@ -192,19 +215,24 @@ impl Cluster {
                 },
             },
             self.metrics.clone(),
-            CancellationToken::new(),
+            shutdown.token(),
         )
-        .await
+        .await?;
+        Ok(Controller { running, shutdown })
     }
 
     pub async fn stop_controller(&mut self) {
-        if let Some(running) = self.controller.take() {
-            running.stop().await;
+        if let Some(controller) = self.controller.take() {
+            controller.stop().await;
         }
     }
 
     pub fn controller(&self) -> &Running {
-        self.controller.as_ref().expect("the controller runs")
+        &self
+            .controller
+            .as_ref()
+            .expect("the controller runs")
+            .running
     }
 
     /// Every reconcile error the controller counted so far, whatever its reason

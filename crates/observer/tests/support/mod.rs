@@ -52,23 +52,28 @@ impl Cluster {
     /// Starts the observer with `extra` flags; admin and gRPC on free loopback ports, no leader
     /// election and a 5 s shutdown grace period unless `extra` sets them.
     pub async fn observer(&self, extra: &[&str]) -> anyhow::Result<Running> {
-        self.observer_with(self.client.clone(), extra).await
+        self.observer_with(self.config(), extra).await
     }
 
     /// Starts the observer as [`Self::observer`] does, as replica `identity`: its Leases name
     /// it, and its requests carry it as their username in the emulator's request log.
     pub async fn observer_as(&self, identity: &str, extra: &[&str]) -> anyhow::Result<Running> {
         let token = self.emu.token_for(identity, &["system:masters"]);
-        let client =
-            arbor_runtime::client::from_kubeconfig_yaml(&self.emu.kubeconfig_yaml_for(&token))
-                .await?;
+        let config = arbor_runtime::client::config_from_kubeconfig_yaml(
+            &self.emu.kubeconfig_yaml_for(&token),
+        )
+        .await?;
         let lease_identity = format!("--lease-identity={identity}");
         let mut flags = vec![lease_identity.as_str()];
         flags.extend_from_slice(extra);
-        self.observer_with(client, &flags).await
+        self.observer_with(config, &flags).await
     }
 
-    async fn observer_with(&self, client: kube::Client, extra: &[&str]) -> anyhow::Result<Running> {
+    async fn observer_with(
+        &self,
+        config_of_client: kube::Config,
+        extra: &[&str],
+    ) -> anyhow::Result<Running> {
         let mut argv = vec![
             "arbor-observer",
             "--admin-addr",
@@ -91,7 +96,7 @@ impl Cluster {
         argv.extend_from_slice(extra);
         let args = ObserverArgs::try_parse_from(argv)?;
         let config = Config::from(&args);
-        let component = Component::with_client("observer", args.common, client)?;
+        let component = Component::with_config("observer", args.common, config_of_client)?;
         Ok(arbor_observer::start(component, config).await?)
     }
 
