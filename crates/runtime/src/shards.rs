@@ -686,8 +686,15 @@ impl Manager {
             self.draining.remove(&shard);
             self.renew(shard, true).await;
         }
+        let withheld = lock(&self.shards.inner.withheld).clone();
         for shard in self.draining.clone() {
             self.shards.set(shard, None);
+            // A write given up on the shard may still land: its Lease is left to expire, never
+            // handed to the replica that joined (as at the release, `give_everything_up`).
+            if withheld.contains(&shard) {
+                self.renew(shard, false).await;
+                continue;
+            }
             let idle = self.shards.inner.in_flight[shard as usize]
                 .clone()
                 .try_write_owned();

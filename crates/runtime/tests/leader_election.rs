@@ -634,6 +634,40 @@ mod shards {
         emu.shutdown().await;
     }
 
+    /// A shard whose write was given up is not handed over by rebalancing either: a replica
+    /// that joins while the write may still land gets none of the withheld shards (before, the
+    /// surplus above the fair share was given up to it as usual).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_withheld_shard_is_not_handed_to_a_replica_that_joins() {
+        use arbor_runtime::shutdown::Shutdown;
+        use k8s_openapi::api::coordination::v1::Lease;
+        let (emu, client) = cluster().await;
+        let a = replica(&client, "replica-a");
+        balanced(&[&a], LEASE_DURATION * 3).await;
+        let shutdown = Shutdown::new(Duration::from_secs(5));
+        for shard in 0..SHARDS {
+            let guard = a.shards.guard(shard).await.expect("a holds every shard");
+            guard.withhold_release(&shutdown);
+        }
+        let b = replica(&client, "replica-b");
+        // Long enough for b to join and a to give its surplus up, were it allowed to.
+        tokio::time::sleep(LEASE_DURATION * 3).await;
+        assert_eq!(b.shards.held(), BTreeSet::new());
+        let leases = kube::Api::<Lease>::namespaced(client.clone(), "arbor-system");
+        for shard in 0..SHARDS {
+            let holder = leases
+                .get_opt(&format!("arbor-test-shard-{shard}"))
+                .await
+                .unwrap()
+                .and_then(|lease| lease.spec)
+                .and_then(|spec| spec.holder_identity);
+            assert_eq!(holder.as_deref(), Some("replica-a"), "shard {shard}");
+        }
+        b.stop().await;
+        a.stop().await;
+        emu.shutdown().await;
+    }
+
     /// A killed replica never gives its membership Lease up: the others delete it once they
     /// have seen it unrenewed for a lease duration (with its resourceVersion as the
     /// precondition), and keep the living replicas' ones.
