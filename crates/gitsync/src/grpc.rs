@@ -1165,8 +1165,10 @@ impl SyncService for SyncServiceImpl {
             }
             // What no replica placed may belong to a shard whose holder did not answer: the
             // reporter sends it again rather than drop it, and reaches the holder, or the next
-            // one, then.
-            let uncovered = self.peers.uncovered(&coverage);
+            // one, then. Not for a holder on its first rounds (they correct the drift anyway)
+            // or one that cannot be reached by configuration: the reporter would resend, and
+            // hold up every later report, for as long as that lasts.
+            let uncovered = self.peers.uncovered_for_now(&coverage);
             if !uncovered.is_empty() && !unknown.is_empty() {
                 return Err(Status::unavailable(format!(
                     "{} reported drifts may concern shards no replica answered for: {}; report them again",

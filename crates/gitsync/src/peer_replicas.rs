@@ -212,26 +212,56 @@ impl PeerReplicas {
     /// The shards `coverage` leaves, each described for an error (with its holder's failure,
     /// if any).
     pub fn uncovered(&self, coverage: &Coverage) -> Vec<String> {
+        self.gaps(coverage).map(|(_, gap)| gap).collect()
+    }
+
+    /// The shards `coverage` leaves for a while only, described as [`Self::uncovered`] does: a
+    /// holder that failed or did not answer (it may be stopping), or no holder (a hand-over).
+    /// Asking again then reaches the holder or its successor; a holder still on its first
+    /// rounds, or one that never said where it serves, would be asked in vain.
+    pub fn uncovered_for_now(&self, coverage: &Coverage) -> Vec<String> {
+        self.gaps(coverage)
+            .filter(|(passing, _)| *passing)
+            .map(|(_, gap)| gap)
+            .collect()
+    }
+
+    /// Each shard `coverage` leaves: whether the gap passes, and its description.
+    fn gaps<'a>(&'a self, coverage: &'a Coverage) -> impl Iterator<Item = (bool, String)> + 'a {
         let me = self.shards.identity();
         (0..self.shards.count())
             .filter(|shard| !coverage.shards.contains(shard))
-            .map(|shard| match self.shards.holder(shard) {
-                Some(holder) if holder == me || coverage.replicas.contains(&holder) => format!(
-                    "shard {shard} is held by {holder}, which has not finished a round of each \
-                     of its sources there since it took the shard"
+            .map(move |shard| match self.shards.holder(shard) {
+                Some(holder) if holder == me || coverage.replicas.contains(&holder) => (
+                    false,
+                    format!(
+                        "shard {shard} is held by {holder}, which has not finished a round of \
+                         each of its sources there since it took the shard"
+                    ),
                 ),
-                Some(holder) if coverage.failures.contains_key(&holder) => format!(
-                    "shard {shard} is held by {holder}: {}",
-                    coverage.failures[&holder]
+                Some(holder) if coverage.failures.contains_key(&holder) => (
+                    true,
+                    format!(
+                        "shard {shard} is held by {holder}: {}",
+                        coverage.failures[&holder]
+                    ),
                 ),
-                Some(holder) if self.shards.peer(&holder).is_none() => format!(
-                    "shard {shard} is held by {holder}, which did not say where it serves \
-                     (--grpc-advertise-address)"
+                Some(holder) if self.shards.peer(&holder).is_none() => (
+                    false,
+                    format!(
+                        "shard {shard} is held by {holder}, which did not say where it serves \
+                         (--grpc-advertise-address)"
+                    ),
                 ),
-                Some(holder) => format!("shard {shard} is held by {holder}, which did not answer"),
-                None => format!("shard {shard} is held by no replica right now"),
+                Some(holder) => (
+                    true,
+                    format!("shard {shard} is held by {holder}, which did not answer"),
+                ),
+                None => (
+                    true,
+                    format!("shard {shard} is held by no replica right now"),
+                ),
             })
-            .collect()
     }
 
     async fn call<T, R, F, Fut>(
@@ -385,6 +415,25 @@ mod tests {
         assert_eq!(kept, ["http://127.0.0.1:1002"]);
         peers.keep_channels_of(&BTreeMap::new());
         assert!(peers.channels.lock().unwrap().is_empty());
+    }
+
+    /// A replica still on its first rounds of its own shards leaves them uncovered, but not for
+    /// a while only: a drift report refused for that would be resent, holding up every later
+    /// one, for as long as a source there cannot finish a round.
+    #[tokio::test]
+    async fn shards_of_a_holder_on_its_first_rounds_are_not_uncovered_for_now() {
+        let shards = Shards::all(
+            2,
+            "a",
+            ShardMetrics::default(),
+            tokio_util::sync::CancellationToken::new(),
+        );
+        let peers = PeerReplicas::new(shards, None, None);
+        let warming = Coverage::new(&BTreeSet::new());
+        assert_eq!(peers.uncovered(&warming).len(), 2);
+        assert_eq!(peers.uncovered_for_now(&warming), Vec::<String>::new());
+        let answered = Coverage::new(&BTreeSet::from([0, 1]));
+        assert!(peers.uncovered(&answered).is_empty());
     }
 
     #[test]

@@ -570,7 +570,7 @@ fn retry_source<K: SourceKind>(
     error: &ControllerError,
     ctx: Arc<Context>,
 ) -> Action {
-    if ended_by_stop(&ctx, error) {
+    if ended_by_stop(error) {
         tracing::info!(kind = %K::kind(&()), source = %object_name(&source), %error, "reconcile ended early: this replica stops or gave the source's shard up; its next holder reconciles it");
         return Action::await_change();
     }
@@ -580,10 +580,11 @@ fn retry_source<K: SourceKind>(
 }
 
 /// Whether `error` ended a reconcile because this replica stops or gave the shard up (a graceful
-/// stop, a hand-over), a normal outcome: neither logged as a failure nor counted as an error,
-/// nor retried here, where no new work starts; the shard's next holder reconciles the object.
-fn ended_by_stop(ctx: &Context, error: &ControllerError) -> bool {
-    matches!(error, ControllerError::ShardLeft) || ctx.stopping.is_cancelled()
+/// stop, a hand-over: every write path answers `ShardLeft` then), a normal outcome: neither
+/// logged as a failure nor counted as an error, nor retried here; the shard's next holder
+/// reconciles the object. Any other error, even one seen while stopping, is a failure.
+fn ended_by_stop(error: &ControllerError) -> bool {
+    matches!(error, ControllerError::ShardLeft)
 }
 
 async fn run_tracking(
@@ -727,7 +728,7 @@ fn retry_tracking(
     error: &ControllerError,
     ctx: Arc<Context>,
 ) -> Action {
-    if ended_by_stop(&ctx, error) {
+    if ended_by_stop(error) {
         tracing::info!(kind = %record.resource().kind(), object = %object_name(&record.as_dynamic()), %error, "finalizer ended early: this replica stops or gave the shard up; its next holder finalizes the object");
         return Action::await_change();
     }
