@@ -22,11 +22,13 @@
 //!   accepted on loopback addresses; [`authz`]: which client certificate may call which method;
 //! - [`throttle`]: every client retries requests the API server throttled (429) or could not
 //!   serve (503), after `Retry-After` or a backoff, with jitter;
-//! - [`shutdown`]: SIGTERM / SIGINT handling that lets in-flight work finish within a bound.
+//! - [`shutdown`]: SIGTERM / SIGINT handling that lets in-flight work finish within a bound;
+//! - [`allocator`]: at most two glibc malloc arenas per controller process.
 //!
 //! Nothing here knows about Arbor's resources; the controllers bring those.
 
 pub mod admin;
+pub mod allocator;
 pub mod api_error;
 pub mod authz;
 pub mod client;
