@@ -527,6 +527,26 @@ mod shards {
         }
     }
 
+    /// Each shard Lease's holder, by shard (`None`: released or absent).
+    async fn shard_holders(client: &kube::Client) -> Vec<Option<String>> {
+        let leases = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+            client.clone(),
+            "arbor-system",
+        );
+        let mut holders = Vec::new();
+        for shard in 0..SHARDS {
+            let holder = leases
+                .get_opt(&format!("arbor-test-shard-{shard}"))
+                .await
+                .unwrap()
+                .and_then(|lease| lease.spec)
+                .and_then(|spec| spec.holder_identity)
+                .filter(|holder| !holder.is_empty());
+            holders.push(holder);
+        }
+        holders
+    }
+
     /// Waits until the replicas hold every shard once between them, each its fair share.
     async fn balanced(replicas: &[&Replica], within: Duration) -> Vec<BTreeSet<u32>> {
         let start = Instant::now();
@@ -607,7 +627,6 @@ mod shards {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_given_up_write_keeps_the_lease_of_its_shard_alone() {
         use arbor_runtime::shutdown::{Drained, Shutdown};
-        use k8s_openapi::api::coordination::v1::Lease;
         let (emu, client) = cluster().await;
         let a = replica(&client, "replica-a");
         balanced(&[&a], LEASE_DURATION * 3).await;
@@ -617,15 +636,7 @@ mod shards {
         drop(guard);
         a.stop().await;
 
-        let leases = kube::Api::<Lease>::namespaced(client.clone(), "arbor-system");
-        for shard in 0..SHARDS {
-            let holder = leases
-                .get_opt(&format!("arbor-test-shard-{shard}"))
-                .await
-                .unwrap()
-                .and_then(|lease| lease.spec)
-                .and_then(|spec| spec.holder_identity)
-                .filter(|holder| !holder.is_empty());
+        for (shard, holder) in shard_holders(&client).await.into_iter().enumerate() {
             let expected = (shard == 2).then(|| "replica-a".to_owned());
             assert_eq!(holder, expected, "shard {shard}");
         }
@@ -640,7 +651,6 @@ mod shards {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_withheld_shard_is_not_handed_to_a_replica_that_joins() {
         use arbor_runtime::shutdown::Shutdown;
-        use k8s_openapi::api::coordination::v1::Lease;
         let (emu, client) = cluster().await;
         let a = replica(&client, "replica-a");
         balanced(&[&a], LEASE_DURATION * 3).await;
@@ -653,14 +663,7 @@ mod shards {
         // Long enough for b to join and a to give its surplus up, were it allowed to.
         tokio::time::sleep(LEASE_DURATION * 3).await;
         assert_eq!(b.shards.held(), BTreeSet::new());
-        let leases = kube::Api::<Lease>::namespaced(client.clone(), "arbor-system");
-        for shard in 0..SHARDS {
-            let holder = leases
-                .get_opt(&format!("arbor-test-shard-{shard}"))
-                .await
-                .unwrap()
-                .and_then(|lease| lease.spec)
-                .and_then(|spec| spec.holder_identity);
+        for (shard, holder) in shard_holders(&client).await.into_iter().enumerate() {
             assert_eq!(holder.as_deref(), Some("replica-a"), "shard {shard}");
         }
         b.stop().await;
