@@ -323,15 +323,15 @@ async fn correct_drift_detached(
         // task with every other stream on the connection.
         Err(error) if error.is_panic() => {
             ctx.metrics.drift_corrections_panicked.inc();
-            tracing::error!(object = %key, %source, %error, "re-applying a drifted object panicked; a round of the source, asked for now, corrects it");
-            if shutdown.is_shutting_down() {
-                return Correction::Stopped;
+            tracing::error!(object = %key, %source, %error, "re-applying a drifted object panicked; it is left to a round of its source");
+            Job {
+                ctx,
+                shutdown,
+                shard,
+                source,
+                key,
             }
-            if !ctx.shards.holds(shard) {
-                return Correction::ShardLeft;
-            }
-            ctx.registry.request_round(source);
-            Correction::LeftToRound
+            .leave_to_round(Correction::LeftToRound)
         }
         // Cancelled only as the runtime shuts down, the replica with it.
         Err(_) => Correction::Stopped,
@@ -357,7 +357,7 @@ async fn correct_drift(
     let job = Job {
         ctx,
         shutdown,
-        admitted,
+        shard: admitted.guard.shard(),
         source,
         key,
     };
@@ -471,7 +471,8 @@ fn stopped(source: &SourceRef, key: &ObjectKey) -> Correction {
 struct Job<'a> {
     ctx: &'a Context,
     shutdown: &'a Shutdown,
-    admitted: &'a shard::Admitted,
+    /// The shard of the source.
+    shard: u32,
     source: &'a SourceRef,
     key: &'a ObjectKey,
 }
@@ -495,7 +496,7 @@ impl Job<'_> {
         if self.shutdown.is_shutting_down() {
             return Some(stopped(source, key));
         }
-        if self.admitted.guard.still_held() {
+        if self.ctx.shards.holds(self.shard) {
             return None;
         }
         tracing::info!(object = %key, %source, "drift reported for a source whose shard this replica is giving up");
