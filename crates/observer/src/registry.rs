@@ -211,6 +211,19 @@ impl ObserverRegistry {
         task
     }
 
+    /// Takes `entry`'s observer out as stopped (in its log, out of the count) when one runs and
+    /// `stops` says so.
+    fn take_stopped(
+        &self,
+        entry: &mut Entry,
+        stops: impl FnOnce(&ObserverTask) -> bool,
+    ) -> Option<ObserverTask> {
+        let task = entry.task.take_if(|task| stops(task))?;
+        entry.record(LifecycleEvent::ObserverStopped);
+        self.metrics.observers_running.dec();
+        Some(task)
+    }
+
     /// Stops `key`'s observer, if one runs, and waits until it ended ([`Self::end`]).
     pub async fn stop(&self, key: &AppKey) {
         let task = {
@@ -218,12 +231,7 @@ impl ObserverRegistry {
             let Some(entry) = entries.by_key.get_mut(key) else {
                 return;
             };
-            let task = entry.task.take();
-            if task.is_some() {
-                entry.record(LifecycleEvent::ObserverStopped);
-                self.metrics.observers_running.dec();
-            }
-            task
+            self.take_stopped(entry, |_| true)
         };
         if let Some(task) = task {
             self.end(key, task).await;
@@ -261,11 +269,9 @@ impl ObserverRegistry {
             let mut entries = self.lock();
             let mut left = Vec::new();
             for (key, entry) in &mut entries.by_key {
-                let Some(task) = entry.task.take_if(|task| !shards.holds(task.shard)) else {
+                let Some(task) = self.take_stopped(entry, |task| !shards.holds(task.shard)) else {
                     continue;
                 };
-                entry.record(LifecycleEvent::ObserverStopped);
-                self.metrics.observers_running.dec();
                 task.token.cancel();
                 left.push((key.clone(), task));
             }
