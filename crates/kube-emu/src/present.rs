@@ -172,23 +172,21 @@ pub fn object<'a>(
     presentation: Presentation,
     object: &'a Value,
 ) -> Presented<'a> {
-    Presented::Built(match presentation {
-        Presentation::Object => {
-            return Presented::Object(InVersion {
-                kind,
-                version,
-                object,
-            });
-        }
-        Presentation::Metadata => partial_metadata(object),
-        Presentation::Table(rows) => table::table(
+    match presentation {
+        Presentation::Object => Presented::Object(InVersion {
+            kind,
+            version,
+            object,
+        }),
+        Presentation::Metadata => Presented::Built(partial_metadata(object)),
+        Presentation::Table(rows) => Presented::Built(table::table(
             kind,
             version,
             std::slice::from_ref(&Arc::new(object.clone())),
             json!({"resourceVersion": crate::meta::resource_version(object)}),
             rows,
-        ),
-    })
+        )),
+    }
 }
 
 /// A list in the requested presentation; `list_metadata` carries resourceVersion / continue.
@@ -199,25 +197,27 @@ pub fn list<'a>(
     items: &'a [Arc<Value>],
     list_metadata: Map<String, Value>,
 ) -> Presented<'a> {
-    Presented::Built(match presentation {
-        Presentation::Object => {
-            return Presented::List {
-                kind,
-                version,
-                metadata: list_metadata,
-                items,
-            };
-        }
-        Presentation::Metadata => json!({
+    match presentation {
+        Presentation::Object => Presented::List {
+            kind,
+            version,
+            metadata: list_metadata,
+            items,
+        },
+        Presentation::Metadata => Presented::Built(json!({
             "apiVersion": "meta.k8s.io/v1",
             "kind": "PartialObjectMetadataList",
             "metadata": list_metadata,
             "items": items.iter().map(|item| partial_metadata(item)).collect::<Vec<_>>(),
-        }),
-        Presentation::Table(rows) => {
-            table::table(kind, version, items, Value::Object(list_metadata), rows)
-        }
-    })
+        })),
+        Presentation::Table(rows) => Presented::Built(table::table(
+            kind,
+            version,
+            items,
+            Value::Object(list_metadata),
+            rows,
+        )),
+    }
 }
 
 #[cfg(test)]
