@@ -148,6 +148,9 @@ pub struct Fault {
     /// Usernames.
     #[serde(default)]
     pub identities: Vec<String>,
+    /// Subresources (`status`, `scale`); `""` names the object itself. Empty: any.
+    #[serde(default)]
+    pub subresources: Vec<String>,
     pub effect: FaultEffect,
 }
 
@@ -159,6 +162,7 @@ impl Fault {
             resources: Vec::new(),
             namespaces: Vec::new(),
             identities: Vec::new(),
+            subresources: Vec::new(),
             effect,
         }
     }
@@ -199,6 +203,12 @@ impl Fault {
         self
     }
 
+    /// Only requests to these subresources (`status`); `""` is a request to the object itself.
+    pub fn subresources(mut self, subresources: &[&str]) -> Fault {
+        self.subresources = subresources.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+
     pub fn matches(&self, request: &FaultTarget<'_>) -> bool {
         let listed = |list: &[String], value: &str| {
             list.is_empty() || list.iter().any(|entry| entry == "*" || entry == value)
@@ -211,6 +221,8 @@ impl Fault {
                     .any(|r| r.matches(request.group, request.resource)))
             && listed(&self.namespaces, request.namespace)
             && listed(&self.identities, request.identity)
+            && (self.subresources.is_empty()
+                || self.subresources.iter().any(|s| s == request.subresource))
     }
 }
 
@@ -222,6 +234,8 @@ pub struct FaultTarget<'a> {
     pub resource: &'a str,
     pub namespace: &'a str,
     pub identity: &'a str,
+    /// `""` for the object itself.
+    pub subresource: &'a str,
 }
 
 /// What the faults decided for one request.
@@ -369,7 +383,25 @@ mod tests {
             resource,
             namespace: "ns",
             identity: "alice",
+            subresource: "",
         }
+    }
+
+    #[test]
+    fn a_fault_on_a_subresource_leaves_the_object_itself_alone() {
+        let faults = Faults::default();
+        faults.inject(
+            Fault::status(500)
+                .verbs(&["patch"])
+                .subresources(&["status"]),
+        );
+        let object = target("patch", "gittracks");
+        let status = FaultTarget {
+            subresource: "status",
+            ..object
+        };
+        assert_eq!(faults.decide(&object).status, None);
+        assert_eq!(faults.decide(&status).status, Some(500));
     }
 
     #[test]

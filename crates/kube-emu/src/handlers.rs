@@ -272,6 +272,7 @@ async fn injected_fault(
         resource: &target.plural,
         namespace: target.namespace.as_deref().unwrap_or_default(),
         identity: &context.identity.username,
+        subresource: target.subresource.as_deref().unwrap_or_default(),
     });
     if !outcome.delay.is_zero() {
         tokio::time::sleep(outcome.delay).await;

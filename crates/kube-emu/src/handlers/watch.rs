@@ -123,6 +123,7 @@ impl WatchStream {
                 resource: &self.kind.id.plural,
                 namespace: &self.namespace,
                 identity: &self.identity,
+                subresource: "",
             })
         })
     }
