@@ -125,6 +125,63 @@ async fn pruning_more_than_the_fraction_waits_for_the_allow_annotation() -> anyh
     Ok(())
 }
 
+/// The allowance lets one round past the guard: it is removed after the round that used it
+/// even when that round's status cannot be written, or a later mass prune would pass unasked.
+#[tokio::test]
+async fn a_used_mass_prune_allowance_is_removed_even_when_the_status_write_fails()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    cluster.namespace("foo").await?;
+    let repo = Repo::new()?;
+    for name in ["a", "b", "c", "d"] {
+        repo.write(&format!("{name}.yaml"), &configmap(None, name, "1"))?;
+    }
+    let first = repo.commit("four")?;
+    let instance = cluster
+        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
+        .await?;
+    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
+    cluster.synced(&instance, &source, &first).await?;
+
+    let sources: Api<GitTrack> = Api::namespaced(cluster.client.clone(), "foo");
+    sources
+        .patch(
+            "apps",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"arbor.dev/allow-mass-prune": "true"}}}),
+            ),
+        )
+        .await?;
+    cluster.emu.faults().inject(
+        arbor_kube_emu::faults::Fault::status(500)
+            .verbs(&["patch", "update"])
+            .resources(&["arbor.dev/gittracks"])
+            .subresources(&["status"]),
+    );
+    for name in ["b", "c", "d"] {
+        repo.remove(&format!("{name}.yaml"))?;
+    }
+    repo.commit("remove three of four")?;
+    instance.request_round(&source);
+    for name in ["b", "c", "d"] {
+        cluster
+            .gone(&instance, &source, &cluster.configmaps("foo"), name)
+            .await?;
+    }
+    eventually("the allowance to be removed", || async {
+        let annotations = sources.get("apps").await?.metadata.annotations;
+        let allowed = annotations
+            .unwrap_or_default()
+            .contains_key("arbor.dev/allow-mass-prune");
+        Ok((!allowed).then_some(()))
+    })
+    .await?;
+    cluster.emu.faults().clear();
+    instance.stop().await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_round_that_deletes_every_namespace_is_blocked() -> anyhow::Result<()> {
     let cluster = Cluster::start().await?;

@@ -340,12 +340,16 @@ async fn reconcile_admitted<K: SourceKind>(
     }
     let written = report(&ctx, &handle, &result).await;
     ctx.registry.round_finished(&handle.reference);
+    // Made whatever became of the report (a failed status write, stopping begun): a mass-prune
+    // allowance the round used must not be left for a later round or the next holder to use
+    // again (the write only removes an annotation).
+    let consumed = if result.allowance_used {
+        consume_allowance(&ctx, &source, &handle).await
+    } else {
+        Ok(())
+    };
     written?;
-    // Made even once stopping began: a mass-prune allowance the round used must not be left
-    // for the next holder to use again (the write only removes an annotation).
-    if result.allowance_used {
-        consume_allowance(&ctx, &source, &handle).await?;
-    }
+    consumed?;
     Ok(Action::requeue(
         handle.poll_interval.min(ctx.settings.resync_period),
     ))
