@@ -70,6 +70,7 @@ pub mod registry;
 pub mod round;
 pub mod settings;
 pub mod shard;
+pub mod shared_values;
 pub mod source_cache;
 pub mod source_handle;
 pub mod status;

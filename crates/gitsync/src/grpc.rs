@@ -196,7 +196,7 @@ impl SyncServiceImpl {
             Some((_, _, record)) if version.is_empty() => record.gvk.clone(),
             _ => GroupVersionKind {
                 group: key.group_kind.group.clone(),
-                version: version.to_owned(),
+                version: version.into(),
                 kind: key.group_kind.kind.clone(),
             },
         };
@@ -217,7 +217,8 @@ impl SyncServiceImpl {
                         if gvk.group.is_empty() { "" } else { "." },
                         gvk.group
                     ))
-                })?;
+                })?
+                .into();
         }
         let compare = declared
             .and_then(|(_, _, record)| CompareFields::parse(&record.compare_fields).ok())
@@ -621,8 +622,10 @@ fn object_key(object: Option<&proto::ObjectRef>) -> Result<(ObjectKey, String), 
     Ok((
         ObjectKey {
             group_kind: GroupKind::new(&object.group, &object.kind),
-            namespace: Some(object.namespace.clone()).filter(|ns| !ns.is_empty()),
-            name: object.name.clone(),
+            namespace: Some(object.namespace.as_str())
+                .filter(|ns| !ns.is_empty())
+                .map(Into::into),
+            name: object.name.as_str().into(),
         },
         object.version.clone(),
     ))
@@ -630,11 +633,11 @@ fn object_key(object: Option<&proto::ObjectRef>) -> Result<(ObjectKey, String), 
 
 fn object_ref(key: &ObjectKey, version: &str) -> proto::ObjectRef {
     proto::ObjectRef {
-        group: key.group_kind.group.clone(),
+        group: key.group_kind.group.to_string(),
         version: version.to_owned(),
-        kind: key.group_kind.kind.clone(),
-        namespace: key.namespace.clone().unwrap_or_default(),
-        name: key.name.clone(),
+        kind: key.group_kind.kind.to_string(),
+        namespace: key.namespace.as_deref().unwrap_or_default().to_owned(),
+        name: key.name.to_string(),
     }
 }
 
@@ -935,7 +938,7 @@ impl SyncService for SyncServiceImpl {
                         objects.push(proto::ManagedObject {
                             object: Some(object_ref(key, &object.gvk.version)),
                             source: Some(source_ref_to(&source)),
-                            file: object.file.clone(),
+                            file: object.file.to_string(),
                             state: state.into(),
                             message: object.message.clone(),
                             last_applied_time: object.last_applied.map(from_kube::timestamp),
@@ -995,7 +998,7 @@ impl SyncService for SyncServiceImpl {
                     .iter()
                     .map(|(source, commit, record)| proto::Declaration {
                         source: Some(source_ref_to(source)),
-                        file: record.file.clone(),
+                        file: record.file.to_string(),
                         commit: commit.clone(),
                         inherited_from: record.inherited_from.clone().unwrap_or_default(),
                     })
@@ -1224,7 +1227,7 @@ impl SyncService for SyncServiceImpl {
                 declared: true,
                 object_json,
                 source: Some(source_ref_to(&source)),
-                file: record.file,
+                file: record.file.to_string(),
                 commit,
                 compare_fields: record.compare_fields,
             }))

@@ -202,9 +202,9 @@ impl HierarchyGrpc {
             let owner = controller_of(source)?;
             let gvk = GroupVersionKind::from_api_version(&owner.api_version, &owner.kind);
             Some(pb::ObjectRef {
-                group: gvk.group,
-                version: gvk.version,
-                kind: gvk.kind,
+                group: gvk.group.into(),
+                version: gvk.version.into(),
+                kind: gvk.kind.into(),
                 namespace: reference.namespace.clone(),
                 name: owner.name,
             })
@@ -375,9 +375,15 @@ fn origin(tree: &NamespaceTree, name: &str, key: &str, value: &str, labels: bool
 fn object_ref(object: &Value) -> pb::ObjectRef {
     let gvk = object::gvk(object).ok();
     pb::ObjectRef {
-        group: gvk.as_ref().map(|g| g.group.clone()).unwrap_or_default(),
-        version: gvk.as_ref().map(|g| g.version.clone()).unwrap_or_default(),
-        kind: gvk.map(|g| g.kind).unwrap_or_default(),
+        group: gvk
+            .as_ref()
+            .map(|g| g.group.to_string())
+            .unwrap_or_default(),
+        version: gvk
+            .as_ref()
+            .map(|g| g.version.to_string())
+            .unwrap_or_default(),
+        kind: gvk.map(|g| g.kind.to_string()).unwrap_or_default(),
         namespace: object::namespace(object).unwrap_or_default().to_owned(),
         name: object::name(object).unwrap_or_default().to_owned(),
     }

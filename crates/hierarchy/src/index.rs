@@ -356,7 +356,10 @@ impl IndexState {
 
 fn identity(object: &Value) -> Option<(String, (GroupKind, String))> {
     let key = ObjectKey::of(object).ok()?;
-    Some((key.namespace?, (key.group_kind, key.name)))
+    Some((
+        key.namespace?.to_string(),
+        (key.group_kind, key.name.to_string()),
+    ))
 }
 
 #[cfg(test)]

@@ -142,7 +142,7 @@ impl OwnerReader {
         )
         .await
         .map_err(|source| OwnerError::Discovery {
-            kind: gvk.kind.clone(),
+            kind: gvk.kind.to_string(),
             object: object.to_owned(),
             source,
         })?;

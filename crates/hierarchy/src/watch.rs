@@ -338,7 +338,7 @@ pub struct WatchSetup {
 /// The name of the watch of one watched kind, like `Secret` or `Role.rbac.authorization.k8s.io`.
 fn kind_watch_name(group_kind: &GroupKind) -> String {
     if group_kind.group.is_empty() {
-        group_kind.kind.clone()
+        group_kind.kind.to_string()
     } else {
         format!("{}.{}", group_kind.kind, group_kind.group)
     }

@@ -279,8 +279,8 @@ impl Writer {
                 action: ACTION,
                 object: describe(
                     &GroupKind {
-                        group: resource.group.clone(),
-                        kind: resource.kind.clone(),
+                        group: resource.group.as_str().into(),
+                        kind: resource.kind.as_str().into(),
                     },
                     namespace,
                     name,

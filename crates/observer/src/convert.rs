@@ -17,9 +17,9 @@ pub const REPORTER: &str = "arbor-observer";
 pub fn object_ref(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> ObjectRef {
     let gvk = GroupVersionKind::from_api_version(api_version, kind);
     ObjectRef {
-        group: gvk.group,
-        version: gvk.version,
-        kind: gvk.kind,
+        group: gvk.group.into(),
+        version: gvk.version.into(),
+        kind: gvk.kind.into(),
         namespace: namespace.unwrap_or_default().to_owned(),
         name: name.to_owned(),
     }

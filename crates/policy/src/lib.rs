@@ -21,6 +21,7 @@
 
 pub mod code;
 pub mod git_url;
+pub mod interned;
 pub mod keys;
 pub mod layout;
 pub mod object;

@@ -10,16 +10,18 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::interned::Interned;
+
 /// An API group and kind, the unit that Syncs declare and that ownership rules talk about.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct GroupKind {
     /// Empty for the core group.
-    pub group: String,
-    pub kind: String,
+    pub group: Interned,
+    pub kind: Interned,
 }
 
 impl GroupKind {
-    pub fn new(group: impl Into<String>, kind: impl Into<String>) -> Self {
+    pub fn new(group: impl Into<Interned>, kind: impl Into<Interned>) -> Self {
         Self {
             group: group.into(),
             kind: kind.into(),
@@ -40,9 +42,9 @@ impl fmt::Display for GroupKind {
 /// A group, version and kind.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct GroupVersionKind {
-    pub group: String,
-    pub version: String,
-    pub kind: String,
+    pub group: Interned,
+    pub version: Interned,
+    pub kind: Interned,
 }
 
 impl GroupVersionKind {
@@ -53,22 +55,25 @@ impl GroupVersionKind {
             None => ("", api_version),
         };
         Self {
-            group: group.to_owned(),
-            version: version.to_owned(),
-            kind: kind.to_owned(),
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
         }
     }
 
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
-            self.version.clone()
+            self.version.to_string()
         } else {
             format!("{}/{}", self.group, self.version)
         }
     }
 
     pub fn group_kind(&self) -> GroupKind {
-        GroupKind::new(&self.group, &self.kind)
+        GroupKind {
+            group: self.group.clone(),
+            kind: self.kind.clone(),
+        }
     }
 }
 
@@ -78,12 +83,13 @@ impl fmt::Display for GroupVersionKind {
     }
 }
 
-/// Identifies one object: group, kind, namespace (none when cluster-scoped) and name.
+/// Identifies one object: group, kind, namespace (none when cluster-scoped) and name. Its
+/// parts are [`Interned`]: a key is held many times over, and a copy costs no allocation.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ObjectKey {
     pub group_kind: GroupKind,
-    pub namespace: Option<String>,
-    pub name: String,
+    pub namespace: Option<Interned>,
+    pub name: Interned,
 }
 
 impl ObjectKey {
@@ -92,10 +98,8 @@ impl ObjectKey {
         let gvk = gvk(object)?;
         Ok(Self {
             group_kind: gvk.group_kind(),
-            namespace: namespace(object).map(str::to_owned),
-            name: name(object)
-                .ok_or(MissingField("metadata.name"))?
-                .to_owned(),
+            namespace: namespace(object).map(Interned::new),
+            name: Interned::new(name(object).ok_or(MissingField("metadata.name"))?),
         })
     }
 }

@@ -26,7 +26,9 @@ fn cluster_gittrack_mode() -> impl Strategy<Value = ClusterGitTrackMode> {
 fn tracking_object() -> impl Strategy<Value = TrackingObject> {
     prop_oneof![
         Just(TrackingObject::ClusterGitTrackObject),
-        namespace().prop_map(|namespace| TrackingObject::GitTrackObject { namespace }),
+        namespace().prop_map(|namespace| TrackingObject::GitTrackObject {
+            namespace: namespace.into()
+        }),
     ]
 }
 
@@ -71,7 +73,7 @@ proptest! {
         };
         let owner = Owner::GitTrack { namespace: owner_namespace.clone() };
         if let Ok(tracking) = instance.may_apply(&owner, &scope) {
-            prop_assert_eq!(tracking, TrackingObject::GitTrackObject { namespace: owner_namespace });
+            prop_assert_eq!(tracking, TrackingObject::GitTrackObject { namespace: owner_namespace.into() });
         }
     }
 

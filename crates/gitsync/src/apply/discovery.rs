@@ -76,9 +76,9 @@ impl Discovery {
             Err(DiscoveryError::NotServed { .. }) => Ok(None),
             Err(DiscoveryError::Failed { gvk, source }) => Err(ApplyError::Discovery {
                 gvk: GroupVersionKind {
-                    group: gvk.group,
-                    version: gvk.version,
-                    kind: gvk.kind,
+                    group: gvk.group.into(),
+                    version: gvk.version.into(),
+                    kind: gvk.kind.into(),
                 },
                 source,
             }),

@@ -61,7 +61,7 @@ pub fn live_value(
     let mut value = serde_json::to_value(object)?;
     if let Some(fields) = value.as_object_mut() {
         fields.insert("apiVersion".into(), Value::String(gvk.api_version()));
-        fields.insert("kind".into(), Value::String(gvk.kind.clone()));
+        fields.insert("kind".into(), Value::String(gvk.kind.to_string()));
         if let Some(Value::Object(metadata)) = fields.get_mut("metadata") {
             metadata.remove("managedFields");
         }

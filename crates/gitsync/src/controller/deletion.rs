@@ -344,8 +344,8 @@ async fn foreign_contents(
                                     resource.group.clone(),
                                     resource.kind.clone(),
                                 ),
-                                namespace: Some((*namespace).to_owned()),
-                                name: object.name_any(),
+                                namespace: Some((*namespace).into()),
+                                name: object.name_any().into(),
                             };
                             if !made_by_the_cluster(&key) && !inventory.contains_key(&key) {
                                 foreign

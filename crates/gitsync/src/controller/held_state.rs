@@ -20,7 +20,7 @@
 //! objects are rare in manifests, and they are then applied exactly as declared.
 
 use arbor_policy::layout::{DeclaredObject, DeclaredState, Location};
-use arbor_policy::object::{self, GroupVersionKind};
+use arbor_policy::object::{self, GroupVersionKind, Interned};
 use serde_json::Value;
 
 /// A declared state whose objects are held as [`HeldObject`]s.
@@ -49,7 +49,7 @@ pub struct HeldObject {
     /// object, so a state holds none).
     pub gvk: Option<GroupVersionKind>,
     /// Its `metadata.namespace`, as [`object::namespace`] reads it.
-    pub namespace: Option<String>,
+    pub namespace: Option<Interned>,
     /// The file and document it was declared in.
     pub source: Location,
     /// For an object inherited from an abstract namespace, that namespace's directory.
@@ -68,7 +68,7 @@ enum HeldForm {
 impl HeldObject {
     pub fn hold(declared: DeclaredObject) -> Self {
         let gvk = object::gvk(&declared.object).ok();
-        let namespace = object::namespace(&declared.object).map(str::to_owned);
+        let namespace = object::namespace(&declared.object).map(Interned::new);
         let form = if has_float(&declared.object) {
             HeldForm::Parsed(Box::new(declared.object))
         } else {

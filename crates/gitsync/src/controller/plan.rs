@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use arbor_api::keys::{ArborKeys, Keys, SourceRef};
 use arbor_policy::keys::ManagementLabel;
-use arbor_policy::object::{GroupKind, GroupVersionKind, ObjectKey};
+use arbor_policy::object::{GroupKind, GroupVersionKind, Interned, ObjectKey};
 use arbor_policy::ownership::{ObjectScope, TrackingObject, WatchScope};
 use arbor_policy::sync::CompareFields;
 use serde_json::Value;
@@ -54,7 +54,7 @@ pub struct PlannedObject {
     /// GitTrack gives objects that name none). Its applied form is made when it is written
     /// ([`PlannedObject::applied_form`]), so a round holds a few at a time, not all.
     pub declared: ObjectKey,
-    pub file: String,
+    pub file: Interned,
     pub inherited_from: Option<String>,
     pub compare: CompareFields,
     pub compare_fields: Vec<String>,
@@ -107,7 +107,7 @@ pub fn applied_form_for(
 pub struct Unapplied {
     pub key: ObjectKey,
     pub gvk: Option<GroupVersionKind>,
-    pub file: String,
+    pub file: Interned,
     pub declared: Arc<Value>,
     pub why: Why,
 }
@@ -196,7 +196,7 @@ impl Planner<'_> {
                 .unwrap_or_default();
             plan.objects.push(PlannedObject {
                 key: ObjectKey {
-                    namespace: namespace.clone(),
+                    namespace: namespace.as_deref().map(Into::into),
                     ..key.clone()
                 },
                 declared: key.clone(),
@@ -225,9 +225,9 @@ pub fn crd_kinds(declared: &Value) -> Vec<GroupVersionKind> {
         .filter(|version| version["served"].as_bool().unwrap_or(true))
         .filter_map(|version| version["name"].as_str())
         .map(|version| GroupVersionKind {
-            group: group.to_owned(),
-            version: version.to_owned(),
-            kind: kind.to_owned(),
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
         })
         .collect()
 }

@@ -303,9 +303,12 @@ async fn plan(
                 Why::Failed(error) => error.to_string(),
             };
             objects.push(PreviewObject {
-                version: unapplied.gvk.map(|gvk| gvk.version).unwrap_or_default(),
+                version: unapplied
+                    .gvk
+                    .map(|gvk| gvk.version.to_string())
+                    .unwrap_or_default(),
                 key: unapplied.key,
-                file: unapplied.file,
+                file: unapplied.file.to_string(),
                 change: Change::Ignored,
                 decided: None,
                 message,
@@ -326,8 +329,8 @@ async fn plan(
             match claimed {
                 Claim::ManagedBy(manager) => objects.push(PreviewObject {
                     key: object.key.clone(),
-                    version: object.gvk.version.clone(),
-                    file: object.file.clone(),
+                    version: object.gvk.version.to_string(),
+                    file: object.file.to_string(),
                     change: Change::Ignored,
                     decided: None,
                     message: format!(
@@ -375,8 +378,10 @@ async fn plan(
         let object = by_key.get(&decided.key);
         objects.push(PreviewObject {
             key: decided.key.clone(),
-            version: object.map(|o| o.gvk.version.clone()).unwrap_or_default(),
-            file: object.map(|o| o.file.clone()).unwrap_or_default(),
+            version: object
+                .map(|o| o.gvk.version.to_string())
+                .unwrap_or_default(),
+            file: object.map(|o| o.file.to_string()).unwrap_or_default(),
             change,
             decided: Some((decided.situation.clone(), decided.decision.row)),
             message: String::new(),
@@ -385,7 +390,7 @@ async fn plan(
     }
     let version_of = |key: &ObjectKey| {
         super::round::served_of(&kinds, key)
-            .map_or_else(String::new, |(gvk, _)| gvk.version.clone())
+            .map_or_else(String::new, |(gvk, _)| gvk.version.to_string())
     };
     for key in &round.delete {
         let tracked = &inventory.owned[key];
@@ -474,7 +479,7 @@ fn removal(
     let live = snapshot.get(key)?;
     let base = |change, decided, message: String| PreviewObject {
         key: key.clone(),
-        version: tracked.gvk().version.clone(),
+        version: tracked.gvk().version.to_string(),
         file: String::new(),
         change,
         decided,

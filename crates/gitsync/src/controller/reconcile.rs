@@ -684,7 +684,7 @@ async fn reconcile_tracking(
     if !tracking::watched_owner(&ctx, &record) {
         return Ok(Action::await_change());
     }
-    let Some(admitted) = shard::admit_owner(&ctx, record.meta()).await else {
+    let Some(admitted) = shard::admit_owner(&ctx, &record).await else {
         return Ok(Action::await_change());
     };
     // A shard lost meanwhile stops the finalizer before its next write; the new holder's sweep

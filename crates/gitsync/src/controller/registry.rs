@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use arbor_api::keys::SourceRef;
 use arbor_api::source::{DeletionPolicy, GitSourceStatus};
-use arbor_policy::object::{GroupKind, GroupVersionKind, ObjectKey};
+use arbor_policy::object::{GroupKind, GroupVersionKind, Interned, ObjectKey};
 use arbor_policy::sync::Decision;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
@@ -25,7 +25,7 @@ pub use arbor_policy::sync::ObjectState;
 pub struct ObjectRecord {
     pub gvk: GroupVersionKind,
     /// The repository file, relative to subPath.
-    pub file: String,
+    pub file: Interned,
     pub inherited_from: Option<String>,
     /// What the object is declared as; [`ObjectRecord::desired`] makes its applied form.
     pub declared: Declared,

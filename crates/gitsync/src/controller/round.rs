@@ -613,7 +613,7 @@ pub(super) async fn declared_kinds(
             versions.insert(
                 GroupVersionKind {
                     group: kind.group_kind.group.clone(),
-                    version: version.clone(),
+                    version: version.as_str().into(),
                     kind: kind.group_kind.kind.clone(),
                 },
                 (),
@@ -998,7 +998,7 @@ impl Tally {
                 );
                 self.errors.push(source_error(
                     error::MANAGEMENT_CONFLICT,
-                    Some(planned.file.clone()),
+                    Some(planned.file.to_string()),
                     Some(planned.key.to_string()),
                     message.clone(),
                 ));
@@ -1015,7 +1015,7 @@ impl Tally {
                 if outcome.decision.row == Row::DeclaredButUnmanaged {
                     self.errors.push(source_error(
                         error::UNMANAGED_OBJECT,
-                        Some(planned.file.clone()),
+                        Some(planned.file.to_string()),
                         Some(planned.key.to_string()),
                         format!(
                             "exists on the cluster without the management label {}; Arbor \
@@ -1048,7 +1048,7 @@ impl Tally {
                 record.message = failure.to_string();
                 self.errors.push(source_error(
                     failure.code(),
-                    Some(planned.file.clone()),
+                    Some(planned.file.to_string()),
                     Some(planned.key.to_string()),
                     failure.to_string(),
                 ));
@@ -1076,7 +1076,7 @@ impl Tally {
                     self.refused.push(reason.clone());
                     let entry = self
                         .ignored_files
-                        .entry(unapplied.file.clone())
+                        .entry(unapplied.file.to_string())
                         .or_default();
                     if !entry.is_empty() {
                         entry.push_str("; ");
@@ -1085,16 +1085,16 @@ impl Tally {
                     (ObjectState::Ignored, reason.clone())
                 }
                 Why::Failed(failure) => {
-                    let entry = unserved
-                        .entry(failure.to_string())
-                        .or_insert_with(|| (0, unapplied.file.clone(), failure.code().to_owned()));
+                    let entry = unserved.entry(failure.to_string()).or_insert_with(|| {
+                        (0, unapplied.file.to_string(), failure.code().to_owned())
+                    });
                     entry.0 += 1;
                     (ObjectState::Failed, failure.to_string())
                 }
             };
             let gvk = unapplied.gvk.clone().unwrap_or(GroupVersionKind {
                 group: unapplied.key.group_kind.group.clone(),
-                version: String::new(),
+                version: Default::default(),
                 kind: unapplied.key.group_kind.kind.clone(),
             });
             self.records.insert(

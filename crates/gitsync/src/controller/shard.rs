@@ -45,7 +45,6 @@ use arbor_api::source::GitSourceStatus;
 use arbor_api::{ClusterGitTrack, GitTrack};
 use arbor_runtime::ShardGuard;
 use futures::StreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::DynamicObject;
 use tokio_util::sync::CancellationToken;
@@ -54,6 +53,7 @@ use super::Context;
 use super::error::ControllerError;
 use super::source_handle::SourceHandle;
 use super::status;
+use super::tracking_record::TrackingRecord;
 
 /// A source admitted for this replica: work on it runs while [`Admitted::guard`] lives.
 #[derive(Debug)]
@@ -203,14 +203,13 @@ pub fn answers_for_source(ctx: &Context, source: &SourceRef) -> bool {
 /// Admits the finalizing of `tracking` when this replica holds the shard of the source that
 /// owns it (of the tracking object itself when no source owns it): its decision and writes run
 /// under the guard, so the shard is not handed over while they are in flight.
-pub async fn admit_owner(ctx: &Context, tracking: &ObjectMeta) -> Option<Admitted> {
+pub async fn admit_owner(ctx: &Context, tracking: &TrackingRecord) -> Option<Admitted> {
     let owner = tracking
-        .owner_references
+        .owner_references()
         .iter()
-        .flatten()
         .find(|owner| owner.kind == GitTrack::kind(&()) || owner.kind == ClusterGitTrack::kind(&()))
         .map(|owner| owner.uid.as_str());
-    let uid = owner.or(tracking.uid.as_deref()).unwrap_or_default();
+    let uid = owner.or(tracking.meta().uid.as_deref()).unwrap_or_default();
     let guard = ctx.shards.guard(ctx.shards.shard_of(uid)).await?;
     Some(Admitted { guard })
 }

@@ -96,6 +96,10 @@ impl Tracked {
         self.record.meta()
     }
 
+    pub fn record(&self) -> &TrackingRecord {
+        &self.record
+    }
+
     pub fn deleting(&self) -> bool {
         self.meta().deletion_timestamp.is_some()
     }
@@ -114,7 +118,7 @@ impl Tracked {
 
     /// Who holds it, seen from the source with `source_uid` ([`TrackingHolder::of`]).
     fn holder(&self, source_uid: &str) -> TrackingHolder {
-        let references = self.meta().owner_references.iter().flatten();
+        let references = self.record.owner_references().iter();
         TrackingHolder::of(
             references.map(|owner| OwnerRef {
                 uid: &owner.uid,
@@ -399,10 +403,10 @@ fn is_current(existing: &Tracked, desired: &Value) -> bool {
         .into_iter()
         .flatten()
         .all(|(key, value)| {
-            meta.annotations
-                .as_ref()
-                .and_then(|annotations| annotations.get(key))
-                .is_some_and(|found| Some(found.as_str()) == value.as_str())
+            existing
+                .record()
+                .deletion_policy_annotation(key)
+                .is_some_and(|found| Some(found) == value.as_str())
         });
     let declaration = existing.declaration();
     finalized
@@ -451,21 +455,21 @@ pub async fn delete(ctx: &Context, tracked: &Tracked) -> Result<(), ControllerEr
 }
 
 /// A tracking object's controller ownerReference, whoever it names.
-fn controller_reference(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references
+fn controller_reference(record: &TrackingRecord) -> Option<&OwnerReference> {
+    record
+        .owner_references()
         .iter()
-        .flatten()
         .find(|owner| owner.controller == Some(true))
 }
 
 /// The source that owns a tracking object, from its controller ownerReference when that names
 /// one of Arbor's sources ([`OwningSourceKind::named_by`]: group and kind).
-fn owner_source(meta: &ObjectMeta) -> Option<(SourceRef, String)> {
-    let owner = controller_reference(meta)?;
+fn owner_source(record: &TrackingRecord) -> Option<(SourceRef, String)> {
+    let owner = controller_reference(record)?;
     let arbor_group = GitTrack::group(&());
     let source = match OwningSourceKind::named_by(&arbor_group, &owner.api_version, &owner.kind)? {
         OwningSourceKind::GitTrack => SourceRef::GitTrack {
-            namespace: meta.namespace.clone()?,
+            namespace: record.meta().namespace.clone()?,
             name: owner.name.clone(),
         },
         OwningSourceKind::ClusterGitTrack => SourceRef::ClusterGitTrack {
@@ -481,10 +485,10 @@ fn owner_source(meta: &ObjectMeta) -> Option<(SourceRef, String)> {
 /// too: kube-apiserver allows one controller per object, so adopting the tracking object could
 /// only fail, and the object it tracks is not Arbor's to overwrite.
 pub fn manager(tracked: &Tracked) -> Option<(String, String)> {
-    if let Some((source, uid)) = owner_source(tracked.meta()) {
+    if let Some((source, uid)) = owner_source(tracked.record()) {
         return Some((source.to_string(), uid));
     }
-    controller_reference(tracked.meta()).map(|owner| {
+    controller_reference(tracked.record()).map(|owner| {
         (
             format!("{}/{} ({})", owner.kind, owner.name, owner.api_version),
             owner.uid.clone(),
@@ -532,9 +536,7 @@ async fn source_standing(
 /// object that names no source, or no object it tracks, is finalized by every instance that
 /// sees it, which only lets it go (the same patch, whoever sends it).
 pub fn watched_owner(ctx: &Context, record: &TrackingRecord) -> bool {
-    let owner = record
-        .declaration()
-        .and_then(|_| owner_source(record.meta()));
+    let owner = record.declaration().and_then(|_| owner_source(record));
     let Some((source, _)) = owner else {
         return true;
     };
@@ -636,7 +638,7 @@ impl Finalizing {
                 others: Vec::new(),
             });
         };
-        let owner = owner_source(tracked.meta());
+        let owner = owner_source(tracked.record());
         let standing = match &owner {
             Some((source, uid)) => source_standing(ctx, source, uid).await?,
             None => SourceStanding::Unowned,
@@ -661,10 +663,8 @@ impl Finalizing {
             })
             .unwrap_or((false, false));
         let orphan = tracked
-            .meta()
-            .annotations
-            .as_ref()
-            .and_then(|annotations| annotations.get(&ctx.settings.keys.custom(DELETION_POLICY)))
+            .record()
+            .deletion_policy_annotation(&ctx.settings.keys.custom(DELETION_POLICY))
             .is_some_and(|policy| policy == "Orphan");
         let kind_declared = owning.as_ref().filter(|_| alive).and_then(|source| {
             ctx.registry
@@ -770,7 +770,7 @@ pub async fn remove_object(
             let outcome = ctx.applier.sync_object(&target, live.as_ref()).await?;
             tracing::info!(object = %key, row = outcome.decision.row.number(), action = %outcome.decision.action, "tracking object finalized");
             if outcome.wrote
-                && let Some((source, uid)) = owner_source(tracked.meta())
+                && let Some((source, uid)) = owner_source(tracked.record())
             {
                 let why = format!(
                     "its tracking object {} was deleted (seeds/000 row {}: {})",

@@ -10,7 +10,10 @@
 //!
 //! - from `metadata`: name, namespace, uid, resourceVersion, deletionTimestamp, finalizers,
 //!   ownerReferences (who holds it, and the shard of its source) and the deletion-policy
-//!   annotation (what its finalizer does once the source is gone);
+//!   annotation (what its finalizer does once the source is gone). The last two are the same
+//!   for every tracking object of a source, so they are kept beside the metadata as one copy
+//!   shared by those records ([`shared_values`](super::shared_values)), and read through
+//!   [`TrackingRecord::owner_references`] and [`TrackingRecord::deletion_policy_annotation`];
 //! - from `spec`: the tracked object's identity (its key and group/version/kind), the digest of
 //!   the whole of `spec.data` (a round only asks whether the tracking object already says what it
 //!   would write, [`data_digest`]) and a Secret's payload digest;
@@ -29,7 +32,6 @@
 //! with the others, as a typed watch could not.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -45,6 +47,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
+use super::shared_values::SharedValues;
 use super::tracking::DELETION_POLICY;
 
 /// Which of the two tracking kinds a [`TrackingRecord`] is: its [`Resource::DynamicType`].
@@ -94,11 +97,22 @@ impl TrackingResource {
 /// One tracking object, cut down to what gitsync's decisions read (see the module docs).
 #[derive(Debug, Clone)]
 pub struct TrackingRecord {
-    /// Only name, namespace, uid, resourceVersion, deletionTimestamp, finalizers,
-    /// ownerReferences and the deletion-policy annotation are kept.
+    /// Only name, namespace, uid, resourceVersion, deletionTimestamp and finalizers are kept
+    /// here; the ownerReferences and the deletion-policy annotation are beside it, shared.
     metadata: ObjectMeta,
+    /// `metadata.ownerReferences`: the same for every tracking object of a source, so one
+    /// copy is shared ([`shared_values`](super::shared_values)).
+    owners: Arc<[OwnerReference]>,
+    /// The deletion-policy annotations (`<key domain>/deletion-policy`, whatever the domain,
+    /// with their values), shared likewise; no decision reads any other annotation.
+    deletion_policy: Arc<[(String, String)]>,
     reading: Reading,
 }
+
+/// The ownerReferences of the records seen lately.
+static OWNERS: SharedValues<[OwnerReference]> = SharedValues::new();
+/// The deletion-policy annotations of the records seen lately.
+static DELETION_POLICIES: SharedValues<[(String, String)]> = SharedValues::new();
 
 #[derive(Debug, Clone)]
 enum Reading {
@@ -156,6 +170,20 @@ impl TrackingRecord {
             path: unreadable.path.clone(),
             message: unreadable.message.clone(),
         })
+    }
+
+    /// `metadata.ownerReferences` (kept beside the metadata, not in it).
+    pub fn owner_references(&self) -> &[OwnerReference] {
+        &self.owners
+    }
+
+    /// The value of annotation `key` when it is a deletion-policy annotation (the only ones
+    /// kept); `None` otherwise.
+    pub fn deletion_policy_annotation(&self, key: &str) -> Option<&str> {
+        self.deletion_policy
+            .iter()
+            .find(|(kept, _)| kept == key)
+            .map(|(_, value)| value.as_str())
     }
 
     /// Which kind it is: tracking objects in a namespace are GitTrackObjects.
@@ -282,7 +310,29 @@ impl<'de> Visitor<'de> for RecordVisitor {
                 }
             }
         }
-        let metadata = metadata.map(Metadata::into_meta).unwrap_or_default();
+        let Metadata {
+            name,
+            namespace,
+            uid,
+            resource_version,
+            deletion_timestamp,
+            finalizers,
+            owner_references,
+            deletion_policy,
+        } = metadata.unwrap_or_default();
+        let metadata = ObjectMeta {
+            name,
+            // `""` is the API server's "no namespace": kept as such, it would make a
+            // ClusterGitTrackObject read as a GitTrackObject in namespace "".
+            namespace: namespace.filter(|namespace| !namespace.is_empty()),
+            uid,
+            resource_version,
+            deletion_timestamp,
+            finalizers,
+            ..ObjectMeta::default()
+        };
+        let owners = OWNERS.share(owner_references.unwrap_or_default());
+        let deletion_policy = DELETION_POLICIES.share(deletion_policy);
         let reading = match spec {
             None => Reading::unreadable(".", "missing field `spec`".to_owned()),
             Some(Spec {
@@ -297,7 +347,12 @@ impl<'de> Visitor<'de> for RecordVisitor {
                 ),
             },
         };
-        Ok(TrackingRecord { metadata, reading })
+        Ok(TrackingRecord {
+            metadata,
+            owners,
+            deletion_policy,
+            reading,
+        })
     }
 }
 
@@ -330,7 +385,7 @@ fn conditions(mut status: Value) -> Result<Vec<Condition>, Unreadable> {
 }
 
 /// The metadata fields a record keeps; the rest (managedFields above all) is skipped unread.
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct Metadata {
     name: Option<String>,
@@ -340,48 +395,34 @@ struct Metadata {
     deletion_timestamp: Option<Time>,
     finalizers: Option<Vec<String>>,
     owner_references: Option<Vec<OwnerReference>>,
-    #[serde(default, deserialize_with = "deletion_policy_only")]
-    annotations: Option<BTreeMap<String, String>>,
-}
-
-impl Metadata {
-    fn into_meta(self) -> ObjectMeta {
-        ObjectMeta {
-            name: self.name,
-            // `""` is the API server's "no namespace": kept as such, it would make a
-            // ClusterGitTrackObject read as a GitTrackObject in namespace "".
-            namespace: self.namespace.filter(|namespace| !namespace.is_empty()),
-            uid: self.uid,
-            resource_version: self.resource_version,
-            deletion_timestamp: self.deletion_timestamp,
-            finalizers: self.finalizers,
-            owner_references: self.owner_references,
-            annotations: self.annotations,
-            ..ObjectMeta::default()
-        }
-    }
+    #[serde(
+        default,
+        rename = "annotations",
+        deserialize_with = "deletion_policy_only"
+    )]
+    deletion_policy: Vec<(String, String)>,
 }
 
 /// Of the annotations, only the deletion policy (`<key domain>/deletion-policy`, whatever the
 /// domain): no decision reads any other.
 fn deletion_policy_only<'de, D: Deserializer<'de>>(
     deserializer: D,
-) -> Result<Option<BTreeMap<String, String>>, D::Error> {
+) -> Result<Vec<(String, String)>, D::Error> {
     struct Annotations;
 
     impl<'de> Visitor<'de> for Annotations {
-        type Value = Option<BTreeMap<String, String>>;
+        type Value = Vec<(String, String)>;
 
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str("annotations")
         }
 
         fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok(Vec::new())
         }
 
         fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok(Vec::new())
         }
 
         fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<Self::Value, D::Error> {
@@ -389,18 +430,19 @@ fn deletion_policy_only<'de, D: Deserializer<'de>>(
         }
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut kept = BTreeMap::new();
+            let mut kept = Vec::new();
             while let Some(key) = map.next_key::<String>()? {
                 let policy = key
                     .rsplit_once('/')
                     .is_some_and(|(_, name)| name == DELETION_POLICY);
                 if policy {
-                    kept.insert(key, map.next_value::<String>()?);
+                    let value = map.next_value::<String>()?;
+                    kept.push((key, value));
                 } else {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
-            Ok((!kept.is_empty()).then_some(kept))
+            Ok(kept)
         }
     }
 
@@ -451,7 +493,7 @@ impl Spec {
         };
         // A GitTrackObject's object is in the tracking object's namespace; a
         // ClusterGitTrackObject's is cluster-scoped.
-        key.namespace = namespace.map(str::to_owned);
+        key.namespace = namespace.map(Into::into);
         Reading::Declares(Arc::new(Declaration {
             key,
             gvk,
@@ -870,6 +912,29 @@ mod tests {
     }
 
     #[test]
+    fn records_of_one_source_share_its_owner_reference_and_deletion_policy() {
+        let of_apps = |name: &str| {
+            record(json!({
+                "apiVersion": "arbor.dev/v1alpha1", "kind": "GitTrackObject",
+                "metadata": {
+                    "name": name, "namespace": "shop",
+                    "annotations": {"arbor.dev/deletion-policy": "Delete"},
+                    "ownerReferences": [{"apiVersion": "arbor.dev/v1alpha1", "kind": "GitTrack",
+                                         "name": "apps", "uid": "s-1", "controller": true}],
+                },
+                "spec": {"name": name, "kind": "ConfigMap", "data": declared()},
+            }))
+        };
+        let (a, b) = (of_apps("a"), of_apps("b"));
+        assert!(Arc::ptr_eq(&a.owners, &b.owners));
+        assert!(Arc::ptr_eq(&a.deletion_policy, &b.deletion_policy));
+        assert_eq!(
+            b.deletion_policy_annotation("arbor.dev/deletion-policy"),
+            Some("Delete")
+        );
+    }
+
+    #[test]
     fn a_record_keeps_what_the_decisions_read_and_nothing_else() {
         let read = record(json!({
             "apiVersion": "arbor.dev/v1alpha1", "kind": "GitTrackObject",
@@ -896,16 +961,20 @@ mod tests {
         assert_eq!(read.version(), Some(42));
         assert!(meta.deletion_timestamp.is_some());
         assert_eq!(meta.finalizers, Some(vec!["arbor.dev/gitsync".to_owned()]));
-        assert_eq!(meta.owner_references.as_ref().map(Vec::len), Some(1));
+        assert_eq!(read.owner_references().len(), 1);
+        assert_eq!(read.owner_references()[0].uid, "s-1");
         assert_eq!(
-            meta.annotations,
-            Some(BTreeMap::from([(
-                "arbor.dev/deletion-policy".to_owned(),
-                "Orphan".to_owned()
-            )]))
+            read.deletion_policy_annotation("arbor.dev/deletion-policy"),
+            Some("Orphan")
         );
+        assert_eq!(read.deletion_policy_annotation("note"), None);
         assert!(
-            meta.labels.is_none() && meta.managed_fields.is_none() && meta.generation.is_none()
+            meta.labels.is_none()
+                && meta.managed_fields.is_none()
+                && meta.generation.is_none()
+                && meta.annotations.is_none()
+                && meta.owner_references.is_none(),
+            "the metadata holds only what is read from it; the rest is beside it, shared"
         );
         let declaration = read.declaration().expect("it says what it tracks");
         assert_eq!(declaration.key.to_string(), "ConfigMap/shop/settings");

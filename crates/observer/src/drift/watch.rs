@@ -75,7 +75,7 @@ pub async fn watch_kind(
     let api: Api<DynamicObject> = Api::all_with(resolver.client(), &served.resource);
     let config = watcher::Config::default().labels(&format!("{}={}", label.key, label.value));
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    let mut tracker = ContentTracker::new(api_version, kind.kind, label);
+    let mut tracker = ContentTracker::new(api_version, kind.kind.into(), label);
     loop {
         let event = tokio::select! {
             () = token.cancelled() => return,

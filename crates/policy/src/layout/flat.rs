@@ -69,8 +69,8 @@ fn place(files: &[SourceFile]) -> Result<(DeclaredState, Vec<Placed>), Vec<Sourc
     for object in &objects {
         let key = ObjectKey {
             group_kind: object.gvk.group_kind(),
-            namespace: crate::object::namespace(object.value).map(str::to_owned),
-            name: object.name.clone(),
+            namespace: crate::object::namespace(object.value).map(Into::into),
+            name: object.name.as_str().into(),
         };
         insert_unique(&mut seen, key, object, &mut errors);
     }
@@ -88,7 +88,7 @@ fn place(files: &[SourceFile]) -> Result<(DeclaredState, Vec<Placed>), Vec<Sourc
             .entry(key.group_kind.clone())
             .or_insert_with(|| DeclaredKind::implied(key.group_kind.clone()));
         if key.group_kind == GroupKind::new("", "Namespace") {
-            state.namespaces.insert(key.name.clone());
+            state.namespaces.insert(key.name.to_string());
         }
         placed.push(Placed {
             key,

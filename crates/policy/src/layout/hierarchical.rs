@@ -254,7 +254,7 @@ fn place_cluster_objects(
         let key = ObjectKey {
             group_kind: object.gvk.group_kind(),
             namespace: None,
-            name: object.name.clone(),
+            name: object.name.as_str().into(),
         };
         if insert_unique(&mut seen, key.clone(), object, errors) {
             let declared = DeclaredObject::as_written(object.value, &object.location);

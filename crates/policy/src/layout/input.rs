@@ -30,7 +30,8 @@ impl SourceFile {
 /// Where a declared object comes from: its file and its 0-based document index in that file.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Location {
-    pub path: String,
+    /// Shared: every object of a file holds the same path.
+    pub path: crate::interned::Interned,
     pub document: usize,
 }
 
@@ -71,7 +72,7 @@ pub(crate) fn identify(files: &[SourceFile]) -> (Vec<Identified<'_>>, Vec<Source
     for (index, file) in files.iter().enumerate() {
         for (document, value) in file.documents.iter().enumerate() {
             let location = Location {
-                path: file.path.clone(),
+                path: file.path.as_str().into(),
                 document,
             };
             match identify_one(index, location, value) {

@@ -104,7 +104,7 @@ impl WatchScope {
             )
             | (ObjectScope::Namespaced { namespace: None }, Owner::GitTrack { namespace }) => {
                 TrackingObject::GitTrackObject {
-                    namespace: namespace.clone(),
+                    namespace: namespace.as_str().into(),
                 }
             }
             (ObjectScope::Namespaced { namespace: None }, Owner::ClusterGitTrack) => {

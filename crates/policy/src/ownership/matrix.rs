@@ -35,13 +35,15 @@ impl Owner {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum TrackingObject {
     /// For a namespaced object, in the object's namespace.
-    GitTrackObject { namespace: String },
+    GitTrackObject {
+        namespace: crate::interned::Interned,
+    },
     /// For a cluster-scoped object.
     ClusterGitTrackObject,
 }
 
 impl TrackingObject {
-    pub fn gittrack_object(namespace: impl Into<String>) -> Self {
+    pub fn gittrack_object(namespace: impl Into<crate::interned::Interned>) -> Self {
         Self::GitTrackObject {
             namespace: namespace.into(),
         }

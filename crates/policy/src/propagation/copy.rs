@@ -77,7 +77,7 @@ pub fn build_copy(
     );
 
     let mut metadata = Map::new();
-    metadata.insert("name".into(), Value::from(key.name.clone()));
+    metadata.insert("name".into(), Value::from(key.name.as_str()));
     metadata.insert("namespace".into(), Value::from(namespace));
     metadata.insert("labels".into(), Value::Object(labels));
     metadata.insert("annotations".into(), Value::Object(annotations));

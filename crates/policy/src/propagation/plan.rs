@@ -171,7 +171,7 @@ pub fn plan_fan_out<'a>(
 
 fn identity(object: &Value) -> Result<(GroupKind, String), CopyError> {
     ObjectKey::of(object)
-        .map(|key| (key.group_kind, key.name))
+        .map(|key| (key.group_kind, key.name.to_string()))
         .map_err(|missing| CopyError {
             object: format!(
                 "object in namespace {}",

@@ -437,7 +437,7 @@ pub fn plan_deletion(input: &DeletionInput<'_>) -> DeletionStep {
         .map(|entry| {
             let foreign = input
                 .foreign
-                .get(&entry.key.name)
+                .get(entry.key.name.as_str())
                 .map(|keys| keys.iter().take(3).cloned().collect::<Vec<_>>())
                 .unwrap_or_default();
             let decided = match disposal(entry) {
@@ -480,7 +480,7 @@ mod tests {
     fn key(kind: &str, namespace: Option<&str>, name: &str) -> ObjectKey {
         ObjectKey {
             group_kind: GroupKind::new("", kind),
-            namespace: namespace.map(str::to_owned),
+            namespace: namespace.map(Into::into),
             name: name.into(),
         }
     }

@@ -639,8 +639,8 @@ mod tests {
     fn key(kind: &str, namespace: Option<&str>, name: &str) -> ObjectKey {
         ObjectKey {
             group_kind: GroupKind::new("", kind),
-            namespace: namespace.map(str::to_owned),
-            name: name.to_owned(),
+            namespace: namespace.map(Into::into),
+            name: name.into(),
         }
     }
 
@@ -685,7 +685,7 @@ mod tests {
                     object: json!({"apiVersion": "v1", "kind": "ConfigMap",
                                    "metadata": {"name": name}, "data": {"k": "v"}}),
                     source: Location {
-                        path: format!("{name}.yaml"),
+                        path: format!("{name}.yaml").into(),
                         document: 0,
                     },
                     inherited_from: None,

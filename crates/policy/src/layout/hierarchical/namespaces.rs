@@ -387,7 +387,7 @@ fn declare_namespace(
         ObjectKey {
             group_kind: namespace.gvk.group_kind(),
             namespace: None,
-            name: name.clone(),
+            name: name.as_str().into(),
         },
         DeclaredObject::as_written(namespace.value, &namespace.location),
     );
@@ -395,8 +395,8 @@ fn declare_namespace(
         state.objects.insert(
             ObjectKey {
                 group_kind: object.gvk.group_kind(),
-                namespace: Some(name.clone()),
-                name: object.name.clone(),
+                namespace: Some(name.as_str().into()),
+                name: object.name.as_str().into(),
             },
             DeclaredObject {
                 object: in_namespace(object.value, &name),

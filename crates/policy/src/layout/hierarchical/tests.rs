@@ -92,8 +92,8 @@ fn codes(files: &[SourceFile]) -> Vec<ErrorCode> {
 fn key(group: &str, kind: &str, namespace: Option<&str>, name: &str) -> ObjectKey {
     ObjectKey {
         group_kind: GroupKind::new(group, kind),
-        namespace: namespace.map(str::to_owned),
-        name: name.to_owned(),
+        namespace: namespace.map(Into::into),
+        name: name.into(),
     }
 }
 
