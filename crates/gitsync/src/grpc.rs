@@ -940,7 +940,7 @@ impl SyncService for SyncServiceImpl {
                             source: Some(source_ref_to(&source)),
                             file: object.file.to_string(),
                             state: state.into(),
-                            message: object.message.clone(),
+                            message: object.message.to_string(),
                             last_applied_time: object.last_applied.map(from_kube::timestamp),
                         });
                     }

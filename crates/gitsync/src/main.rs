@@ -2,10 +2,11 @@
 
 use clap::Parser;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    arbor_runtime::allocator::limit_malloc_arenas();
+fn main() -> anyhow::Result<()> {
+    arbor_runtime::allocator::tune_malloc(
+        arbor_runtime::allocator::MallocSettings::HOLDS_EVERY_OBJECT,
+    );
     let args = arbor_gitsync::run::Args::parse();
-    arbor_gitsync::run::run(args).await?;
+    tokio::runtime::Runtime::new()?.block_on(arbor_gitsync::run::run(args))?;
     Ok(())
 }

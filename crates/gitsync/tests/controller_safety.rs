@@ -6,11 +6,15 @@ mod controller_support;
 
 use arbor_api::condition::{find_condition, reasons, types};
 use arbor_api::{ClusterGitTrack, GitTrack};
+use arbor_kube_emu::faults::{Fault, FaultEffect};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use controller_support::*;
+
+/// The annotation that lets one round past the mass-prune guard.
+const ALLOW: &str = "arbor.dev/allow-mass-prune";
 
 #[tokio::test]
 async fn a_commit_that_does_not_parse_keeps_the_last_good_state_and_deletes_nothing()
@@ -130,6 +134,34 @@ async fn pruning_more_than_the_fraction_waits_for_the_allow_annotation() -> anyh
 #[tokio::test]
 async fn a_used_mass_prune_allowance_is_removed_even_when_the_status_write_fails()
 -> anyhow::Result<()> {
+    let fired = allowance_used_with_a_fault(Fault::status(500).subresources(&["status"])).await?;
+    assert!(
+        fired > 0,
+        "the round's status write was refused: the removal did not wait for it"
+    );
+    Ok(())
+}
+
+/// Removing the used allowance can fail too; the next round (with nothing left to prune, so
+/// not using it) removes it then.
+#[tokio::test]
+async fn a_used_mass_prune_allowance_whose_removal_failed_is_removed_after_the_next_round()
+-> anyhow::Result<()> {
+    // The first write to the GitTrack itself (not its status) after the allowance: the removal.
+    let once = Fault::new(FaultEffect::Status {
+        code: 500,
+        rate: 1.0,
+        times: Some(1),
+    });
+    let fired = allowance_used_with_a_fault(once.subresources(&[""])).await?;
+    assert_eq!(fired, 1, "the first removal was refused");
+    Ok(())
+}
+
+/// A GitTrack of four ConfigMaps allowed to mass-prune, `fault` on the writes to GitTracks,
+/// three of the four removed in git: waits until they are gone and the allowance annotation is
+/// removed (asking for rounds meanwhile), and returns how often the fault fired.
+async fn allowance_used_with_a_fault(fault: Fault) -> anyhow::Result<u32> {
     let cluster = Cluster::start().await?;
     cluster.namespace("foo").await?;
     let repo = Repo::new()?;
@@ -148,38 +180,34 @@ async fn a_used_mass_prune_allowance_is_removed_even_when_the_status_write_fails
         .patch(
             "apps",
             &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"annotations": {"arbor.dev/allow-mass-prune": "true"}}}),
-            ),
+            &Patch::Merge(json!({"metadata": {"annotations": {ALLOW: "true"}}})),
         )
         .await?;
     cluster.emu.faults().inject(
-        arbor_kube_emu::faults::Fault::status(500)
+        fault
             .verbs(&["patch", "update"])
-            .resources(&["arbor.dev/gittracks"])
-            .subresources(&["status"]),
+            .resources(&["arbor.dev/gittracks"]),
     );
     for name in ["b", "c", "d"] {
         repo.remove(&format!("{name}.yaml"))?;
     }
     repo.commit("remove three of four")?;
-    instance.request_round(&source);
     for name in ["b", "c", "d"] {
         cluster
             .gone(&instance, &source, &cluster.configmaps("foo"), name)
             .await?;
     }
     eventually("the allowance to be removed", || async {
+        instance.request_round(&source);
         let annotations = sources.get("apps").await?.metadata.annotations;
-        let allowed = annotations
-            .unwrap_or_default()
-            .contains_key("arbor.dev/allow-mass-prune");
+        let allowed = annotations.unwrap_or_default().contains_key(ALLOW);
         Ok((!allowed).then_some(()))
     })
     .await?;
+    let fired = cluster.emu.faults().fired().iter().sum();
     cluster.emu.faults().clear();
     instance.stop().await;
-    Ok(())
+    Ok(fired)
 }
 
 #[tokio::test]

@@ -2,8 +2,9 @@
 //! tested — answer chosen requests with an error status (409, 429 with `Retry-After`, 500, 503,
 //! …), delay them, or end open watch streams so clients must re-watch.
 //!
-//! A [`Fault`] names the requests it applies to (verbs, `group/resource`s, namespaces and
-//! usernames; an empty list matches anything) and an [`FaultEffect`]. Status faults fire at a
+//! A [`Fault`] names the requests it applies to (verbs, `group/resource`s, namespaces,
+//! usernames and subresources, `""` for the object itself; an empty list matches anything) and
+//! an [`FaultEffect`]. Status faults fire at a
 //! deterministic rate: with rate `r`, the k-th matching request fails when `⌊k·r⌋ > ⌊(k−1)·r⌋`
 //! (so 1.0 is every request, 0.5 every second one, 0.25 every fourth), at most `times` times.
 //! Latency faults delay every matching request; Stall faults delay the first `times` of them. A CloseWatches fault acts once, when injected:

@@ -2,10 +2,11 @@
 
 use clap::Parser;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    arbor_runtime::allocator::limit_malloc_arenas();
+fn main() -> anyhow::Result<()> {
+    arbor_runtime::allocator::tune_malloc(
+        arbor_runtime::allocator::MallocSettings::ANSWERS_REQUESTS,
+    );
     let args = arbor_observer::ObserverArgs::parse();
-    arbor_observer::run(args).await?;
+    tokio::runtime::Runtime::new()?.block_on(arbor_observer::run(args))?;
     Ok(())
 }

@@ -57,10 +57,8 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| Table {
 
 impl Table {
     fn part(&self, text: &str) -> &Mutex<Part> {
-        let mut hasher = self.hasher.build_hasher();
-        text.hash(&mut hasher);
         // The low bits pick the part; the part's own set hashes with its own keys.
-        &self.parts[(hasher.finish() as usize) % PARTS]
+        &self.parts[(self.hasher.hash_one(text) as usize) % PARTS]
     }
 
     fn intern(&self, text: &str, owned: impl FnOnce() -> Arc<str>) -> Arc<str> {
@@ -217,7 +215,8 @@ impl PartialEq<Interned> for String {
 
 impl fmt::Display for Interned {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        // As `str` formats: width, precision and alignment apply.
+        f.pad(&self.0)
     }
 }
 
@@ -312,5 +311,6 @@ mod tests {
         assert_eq!(key, "apps");
         assert_eq!(serde_json::to_string(&key).unwrap(), "\"apps\"");
         assert_eq!(format!("{key} {key:?}"), "apps \"apps\"");
+        assert_eq!(format!("[{key:>6}]"), "[  apps]");
     }
 }

@@ -2,9 +2,11 @@
 
 use clap::Parser;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    arbor_runtime::allocator::limit_malloc_arenas();
-    arbor_webhook::run(arbor_webhook::Args::parse()).await?;
+fn main() -> anyhow::Result<()> {
+    arbor_runtime::allocator::tune_malloc(
+        arbor_runtime::allocator::MallocSettings::ANSWERS_REQUESTS,
+    );
+    let args = arbor_webhook::Args::parse();
+    tokio::runtime::Runtime::new()?.block_on(arbor_webhook::run(args))?;
     Ok(())
 }

@@ -196,7 +196,7 @@ impl Planner<'_> {
                 .unwrap_or_default();
             plan.objects.push(PlannedObject {
                 key: ObjectKey {
-                    namespace: namespace.as_deref().map(Into::into),
+                    namespace: namespace.clone(),
                     ..key.clone()
                 },
                 declared: key.clone(),

@@ -343,8 +343,21 @@ async fn reconcile_admitted<K: SourceKind>(
     // Made whatever became of the report (a failed status write, stopping begun): a mass-prune
     // allowance the round used must not be left for a later round or the next holder to use
     // again (the write only removes an annotation).
-    let consumed = if result.allowance_used {
-        consume_allowance(&ctx, &source, &handle).await
+    let unremoved = ctx.registry.update(&handle.reference, |record| {
+        std::mem::take(&mut record.allowance_unremoved)
+    });
+    let consumed = if result.allowance_used || (unremoved && handle.allow_mass_prune) {
+        let consumed = consume_allowance(&ctx, &source, &handle).await;
+        if let Err(error) = &consumed {
+            ctx.registry.update(&handle.reference, |record| {
+                record.allowance_unremoved = true;
+            });
+            if written.is_err() {
+                // Only the report's error is returned: this one is said here.
+                tracing::warn!(source = %handle.reference, %error, "the mass-prune allowance a round used could not be removed; it is removed after the next round");
+            }
+        }
+        consumed
     } else {
         Ok(())
     };

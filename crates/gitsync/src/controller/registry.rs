@@ -2,6 +2,7 @@
 //! service: the last good declared state, every declared object with its state on the cluster,
 //! the last status, and the channel that asks for a round now.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
@@ -31,7 +32,8 @@ pub struct ObjectRecord {
     pub declared: Declared,
     pub compare_fields: Vec<String>,
     pub state: ObjectState,
-    pub message: String,
+    /// Most often a row's reason, a static text: held without a copy.
+    pub message: Cow<'static, str>,
     pub decision: Option<Decision>,
     pub last_applied: Option<SystemTime>,
 }
@@ -128,6 +130,9 @@ pub struct SourceRecord {
     /// removal of the source's tracking objects is this replica's own write, which the watch is
     /// waited for, so its rounds may read the watch ([`super::tracking::InventoryRead`]).
     pub inventory_listed: bool,
+    /// A round used the mass-prune allowance and removing the annotation failed: it is removed
+    /// after the next round, which has nothing left to prune and would not use it.
+    pub allowance_unremoved: bool,
 }
 
 impl SourceRecord {

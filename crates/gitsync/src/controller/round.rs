@@ -1,5 +1,6 @@
 //! One round of one source (see the [module docs](super) for the steps).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -564,6 +565,8 @@ async fn sync(
     timings.plan += lap();
     round.apply_plan(&rest).await;
     timings.apply += lap();
+    // Their records are made: the plans go before what comes next allocates.
+    drop((foundation, rest));
     // Stopped midway: what the round did not apply is not recorded as this commit's state.
     if !round.known.may_write() {
         return Err(ControllerError::ShardLeft);
@@ -982,7 +985,7 @@ impl Tally {
             },
             compare_fields: planned.compare_fields.clone(),
             state: ObjectState::Pending,
-            message: String::new(),
+            message: Cow::Borrowed(""),
             decision: None,
             last_applied: None,
         };
@@ -1003,7 +1006,7 @@ impl Tally {
                     message.clone(),
                 ));
                 record.state = ObjectState::Failed;
-                record.message = message;
+                record.message = message.into();
                 self.records.insert(planned.key.clone(), record);
                 return false;
             }
@@ -1011,7 +1014,7 @@ impl Tally {
         let wrote = match outcome {
             Ok(outcome) => {
                 record.decision = Some(outcome.decision);
-                record.message = outcome.decision.row.reason().to_owned();
+                record.message = outcome.decision.row.reason().into();
                 if outcome.decision.row == Row::DeclaredButUnmanaged {
                     self.errors.push(source_error(
                         error::UNMANAGED_OBJECT,
@@ -1045,7 +1048,7 @@ impl Tally {
                     known.ctx.metrics.count_error(failure.code());
                 }
                 record.state = ObjectState::Failed;
-                record.message = failure.to_string();
+                record.message = failure.to_string().into();
                 self.errors.push(source_error(
                     failure.code(),
                     Some(planned.file.to_string()),
@@ -1106,7 +1109,7 @@ impl Tally {
                     declared: Declared::AsWritten(unapplied.declared.clone()),
                     compare_fields: Vec::new(),
                     state,
-                    message,
+                    message: message.into(),
                     decision: None,
                     last_applied: None,
                 },

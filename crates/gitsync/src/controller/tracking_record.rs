@@ -180,8 +180,10 @@ impl TrackingRecord {
     /// The value of annotation `key` when it is a deletion-policy annotation (the only ones
     /// kept); `None` otherwise.
     pub fn deletion_policy_annotation(&self, key: &str) -> Option<&str> {
+        // The last, as a map of the annotations would hold a key given twice.
         self.deletion_policy
             .iter()
+            .rev()
             .find(|(kept, _)| kept == key)
             .map(|(_, value)| value.as_str())
     }
