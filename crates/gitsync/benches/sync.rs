@@ -158,7 +158,11 @@ struct Figures {
     count: usize,
     width: usize,
     initial: Duration,
+    /// Writes to the ConfigMaps and their tracking objects.
     initial_writes: u64,
+    /// Writes to the GitTrack itself (finalizer, status and the progress written while the
+    /// round runs) and Events.
+    source_writes: u64,
     resync: Duration,
     resync_writes: u64,
     latency: Duration,
@@ -173,9 +177,23 @@ impl Figures {
     }
 }
 
-/// Writes a sync may make beyond the baseline's two per object: the source's own (its
-/// finalizer, its status, the round's Event).
-const SOURCE_WRITES: u64 = 10;
+/// The resources of the writes a sync is held to (the baseline makes the same): the objects
+/// and their tracking objects. The source's own writes (its finalizer, status, the progress a
+/// long round writes every few seconds, Events) are counted apart.
+const OBJECT_RESOURCES: [&str; 2] = ["configmaps", "gittrackobjects"];
+
+/// Writes recorded to `resources`, whatever their verb, namespace or identity.
+fn writes_to(requests: &arbor_kube_emu::accounting::Requests, resources: &[&str]) -> u64 {
+    requests
+        .counts()
+        .iter()
+        .filter(|(key, _)| {
+            arbor_kube_emu::accounting::is_write_verb(&key.verb)
+                && resources.contains(&key.resource.as_str())
+        })
+        .map(|(_, count)| count)
+        .sum()
+}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -214,12 +232,19 @@ fn report(f: &Figures) -> anyhow::Result<()> {
                 .target(format!("≤ 1.5 × baseline (now {ratio:.2} ×)"), ratio <= 1.5),
         )
         .row(
-            Row::new("initial sync: writes", f.initial_writes.to_string())
-                .baseline(format!("bare kube-rs client: {}", f.bare_writes))
-                .target(
-                    format!("≤ baseline + {SOURCE_WRITES} (the source's own)"),
-                    f.initial_writes <= f.bare_writes + SOURCE_WRITES,
-                ),
+            Row::new(
+                "initial sync: writes to the objects and tracking objects",
+                f.initial_writes.to_string(),
+            )
+            .baseline(format!("bare kube-rs client: {}", f.bare_writes))
+            .target("≤ baseline", f.initial_writes <= f.bare_writes),
+        )
+        .row(
+            Row::new(
+                "initial sync: the source's own writes (finalizer, status, progress, Events)",
+                f.source_writes.to_string(),
+            )
+            .context("progress is written every few seconds of a round: grows with its length"),
         )
         .row(
             Row::new(
@@ -351,7 +376,8 @@ async fn measure(count: usize) -> anyhow::Result<Figures> {
     })
     .await?;
     let initial = started.elapsed();
-    let initial_writes = emu.requests().writes();
+    let all_writes = emu.requests().writes();
+    let initial_writes = writes_to(emu.requests(), &OBJECT_RESOURCES);
     // The status shows the commit just before the round is counted as finished: wait for the
     // count, so that the full rounds below are the ones measured.
     running
@@ -389,7 +415,7 @@ async fn measure(count: usize) -> anyhow::Result<Figures> {
     arbor_testkit::cluster::ensure_namespace(&client, "baseline").await?;
     emu.requests().reset();
     let bare = bare_client(&client, "baseline", count, width).await?;
-    let bare_writes = emu.requests().writes();
+    let bare_writes = writes_to(emu.requests(), &OBJECT_RESOURCES);
     let write = one_write(&client, "baseline").await?;
 
     running.stop().await;
@@ -399,6 +425,7 @@ async fn measure(count: usize) -> anyhow::Result<Figures> {
         width,
         initial,
         initial_writes,
+        source_writes: all_writes - initial_writes,
         resync,
         resync_writes,
         latency,
