@@ -5,6 +5,7 @@
 mod controller_support;
 
 use arbor_api::condition::{find_condition, reasons, types};
+use arbor_api::keys::SourceRef;
 use arbor_api::{ClusterGitTrack, GitTrack};
 use arbor_kube_emu::faults::{Fault, FaultEffect};
 use kube::Api;
@@ -65,18 +66,7 @@ async fn a_commit_that_does_not_parse_keeps_the_last_good_state_and_deletes_noth
 
 #[tokio::test]
 async fn pruning_more_than_the_fraction_waits_for_the_allow_annotation() -> anyhow::Result<()> {
-    let cluster = Cluster::start().await?;
-    cluster.namespace("foo").await?;
-    let repo = Repo::new()?;
-    for name in ["a", "b", "c", "d"] {
-        repo.write(&format!("{name}.yaml"), &configmap(None, name, "1"))?;
-    }
-    let first = repo.commit("four")?;
-    let instance = cluster
-        .instance(&["--gittrack-mode=Enabled", "--clustergittrack-mode=Disabled"])
-        .await?;
-    let source = cluster.create_gittrack("foo", "apps", &repo).await?;
-    cluster.synced(&instance, &source, &first).await?;
+    let (cluster, repo, instance, source) = four_configmaps_synced().await?;
 
     for name in ["b", "c", "d"] {
         repo.remove(&format!("{name}.yaml"))?;
@@ -158,10 +148,9 @@ async fn a_used_mass_prune_allowance_whose_removal_failed_is_removed_after_the_n
     Ok(())
 }
 
-/// A GitTrack of four ConfigMaps allowed to mass-prune, `fault` on the writes to GitTracks,
-/// three of the four removed in git: waits until they are gone and the allowance annotation is
-/// removed (asking for rounds meanwhile), and returns how often the fault fired.
-async fn allowance_used_with_a_fault(fault: Fault) -> anyhow::Result<u32> {
+/// A GitTrack `foo/apps` of four ConfigMaps (`a` to `d`, one file each), synced by an instance
+/// that runs GitTracks only.
+async fn four_configmaps_synced() -> anyhow::Result<(Cluster, Repo, Instance, SourceRef)> {
     let cluster = Cluster::start().await?;
     cluster.namespace("foo").await?;
     let repo = Repo::new()?;
@@ -174,6 +163,14 @@ async fn allowance_used_with_a_fault(fault: Fault) -> anyhow::Result<u32> {
         .await?;
     let source = cluster.create_gittrack("foo", "apps", &repo).await?;
     cluster.synced(&instance, &source, &first).await?;
+    Ok((cluster, repo, instance, source))
+}
+
+/// A GitTrack of four ConfigMaps allowed to mass-prune, `fault` on the writes to GitTracks,
+/// three of the four removed in git: waits until they are gone and the allowance annotation is
+/// removed (asking for rounds meanwhile), and returns how often the fault fired.
+async fn allowance_used_with_a_fault(fault: Fault) -> anyhow::Result<u32> {
+    let (cluster, repo, instance, source) = four_configmaps_synced().await?;
 
     let sources: Api<GitTrack> = Api::namespaced(cluster.client.clone(), "foo");
     sources

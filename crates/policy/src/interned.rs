@@ -61,7 +61,7 @@ impl Table {
         &self.parts[(self.hasher.hash_one(text) as usize) % PARTS]
     }
 
-    fn intern(&self, text: &str, owned: impl FnOnce() -> Arc<str>) -> Arc<str> {
+    fn intern(&self, text: &str) -> Arc<str> {
         let mut part = self
             .part(text)
             .lock()
@@ -74,7 +74,7 @@ impl Table {
             part.texts.retain(|kept| Arc::strong_count(kept) > 1);
             part.sweep_at = (part.texts.len() * 2).max(SWEEP_FLOOR);
         }
-        let shared = owned();
+        let shared: Arc<str> = Arc::from(text);
         part.texts.insert(shared.clone());
         shared
     }
@@ -83,7 +83,7 @@ impl Table {
 impl Interned {
     /// The shared string with the text `text`.
     pub fn new(text: &str) -> Self {
-        Self(TABLE.intern(text, || Arc::from(text)))
+        Self(TABLE.intern(text))
     }
 
     pub fn as_str(&self) -> &str {
@@ -131,7 +131,7 @@ impl From<&String> for Interned {
 
 impl From<String> for Interned {
     fn from(text: String) -> Self {
-        Self(TABLE.intern(&text, || Arc::from(text.as_str())))
+        Self::new(&text)
     }
 }
 
