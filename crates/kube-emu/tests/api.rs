@@ -341,6 +341,7 @@ async fn paging_serves_a_consistent_snapshot() {
         .into_iter()
         .filter_map(|cm| cm.metadata.name)
         .collect();
+    let mut counts = Vec::new();
     let mut next = Some(token);
     while let Some(token) = next {
         let page = api
@@ -351,11 +352,14 @@ async fn paging_serves_a_consistent_snapshot() {
             page.metadata.resource_version,
             first.metadata.resource_version
         );
+        counts.push(page.metadata.remaining_item_count);
         names.extend(page.items.into_iter().filter_map(|cm| cm.metadata.name));
         next = page.metadata.continue_.filter(|token| !token.is_empty());
     }
     let expected: Vec<String> = (0..7).map(|index| format!("cm-{index}")).collect();
     assert_eq!(names, expected);
+    // Each page counts what comes after it in the list's snapshot, not in the store of now.
+    assert_eq!(counts, [Some(1), None]);
     emu.shutdown().await;
 }
 

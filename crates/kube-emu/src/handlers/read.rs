@@ -88,17 +88,27 @@ impl Filter {
     }
 }
 
-/// Where the next page starts: the list's revision and the last key served.
+/// Where the next page starts: the list's revision and the last key served, and for a list
+/// without selectors how many items come after that key.
+///
+/// A page's `remainingItemCount` is a count of everything after it; counted again on every
+/// page, a list read in pages of 500 would walk its collection once per page (quadratic in its
+/// size). The list is of one fixed revision, so the count made on the first page stays right:
+/// each later page subtracts what it served.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ContinueToken {
     revision: u64,
     after: ObjectKey,
+    left: Option<usize>,
 }
 
 impl ContinueToken {
     fn encode(&self) -> String {
-        let token =
+        let mut token =
             json!({"rv": self.revision, "ns": self.after.namespace, "name": self.after.name});
+        if let Some(left) = self.left {
+            token["left"] = Value::from(left);
+        }
         URL_SAFE_NO_PAD.encode(token.to_string())
     }
 
@@ -119,6 +129,11 @@ impl ContinueToken {
                 namespace: field("ns").ok_or_else(|| invalid("no namespace"))?,
                 name: field("name").ok_or_else(|| invalid("no name"))?,
             },
+            left: token
+                .get("left")
+                .map(|left| left.as_u64().ok_or_else(|| invalid("left is not a count")))
+                .transpose()?
+                .map(|left| usize::try_from(left).unwrap_or(usize::MAX)),
         })
     }
 }
@@ -199,9 +214,18 @@ pub fn list(
     }
     // kube-apiserver counts the items left only for a list without selectors; with one, it
     // says only that there are more (a continue token) and leaves remainingItemCount unset.
+    let counted_before = token.as_ref().and_then(|token| token.left);
     let remaining = match last_key {
         None => None,
-        Some(_) if filter.selects_everything() => Some(matching.count()),
+        Some(_) if filter.selects_everything() => Some(match counted_before {
+            // A token of another query (its selectors changed between pages) must not end the
+            // list early: a count run out is checked against the collection.
+            Some(left) => match left.saturating_sub(items.len()) {
+                0 => usize::from(matching.next().is_some()),
+                left => left,
+            },
+            None => matching.count(),
+        }),
         Some(_) => Some(usize::from(matching.next().is_some())),
     };
     drop(state);
@@ -210,7 +234,14 @@ pub fn list(
     if let (Some(remaining), Some(after)) = (remaining.filter(|left| *left > 0), last_key) {
         metadata.insert(
             "continue".into(),
-            Value::from(ContinueToken { revision, after }.encode()),
+            Value::from(
+                ContinueToken {
+                    revision,
+                    after,
+                    left: filter.selects_everything().then_some(remaining),
+                }
+                .encode(),
+            ),
         );
         if filter.selects_everything() {
             metadata.insert("remainingItemCount".into(), Value::from(remaining));
@@ -235,6 +266,7 @@ mod tests {
         let token = ContinueToken {
             revision: 42,
             after: ObjectKey::new("ns", "name"),
+            left: Some(7),
         };
         assert_eq!(
             ContinueToken::decode(&token.encode()).expect("valid"),
