@@ -172,13 +172,14 @@ pub fn compare(
     label: &ManagementLabel,
 ) -> Comparison {
     let walker = Walker {
-        never_compared: never_compared(label),
+        label_key: &label.key,
     };
     let mut differences = Vec::new();
     for root in fields.roots() {
         if let Some(declared_at_root) = value_at(declared, &root) {
+            let mut path: Vec<Step<'_>> = root.segments().iter().map(Step::of).collect();
             walker.walk(
-                &root,
+                &mut path,
                 declared_at_root,
                 value_at(live, &root),
                 &mut differences,
@@ -220,34 +221,72 @@ pub fn value_at<'a>(value: &'a Value, path: &FieldPath) -> Option<&'a Value> {
         })
 }
 
-fn never_compared(label: &ManagementLabel) -> Vec<FieldPath> {
-    let metadata = FieldPath::root().key("metadata");
-    let annotations = metadata.key("annotations");
-    SERVER_OWNED_METADATA
+/// One step of the path being walked, borrowed from the declaration (or the root it starts
+/// from): a round compares every object, and a path is made only for a difference.
+#[derive(Debug, Clone, Copy)]
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+impl<'a> Step<'a> {
+    fn of(segment: &'a PathSegment) -> Self {
+        match segment {
+            PathSegment::Key(key) => Self::Key(key),
+            PathSegment::Index(index) => Self::Index(*index),
+        }
+    }
+}
+
+fn field_path(steps: &[Step<'_>]) -> FieldPath {
+    steps
         .iter()
-        .map(|field| metadata.key(field))
-        .chain(TOOL_ANNOTATIONS.iter().map(|key| annotations.key(key)))
-        .chain([metadata.key("labels").key(&label.key)])
-        .collect()
+        .map(|step| match step {
+            Step::Key(key) => PathSegment::Key((*key).to_owned()),
+            Step::Index(index) => PathSegment::Index(*index),
+        })
+        .collect::<Vec<_>>()
+        .into()
 }
 
-struct Walker {
-    never_compared: Vec<FieldPath>,
+struct Walker<'l> {
+    /// The management label's key, never compared.
+    label_key: &'l str,
 }
 
-impl Walker {
-    fn walk(
+impl Walker<'_> {
+    /// Whether `path` is, or lies below, a field that is never compared: the metadata the
+    /// server owns ([`SERVER_OWNED_METADATA`]), the tools' annotations ([`TOOL_ANNOTATIONS`])
+    /// and the management label.
+    fn never_compared(&self, path: &[Step<'_>]) -> bool {
+        match path {
+            [
+                Step::Key("metadata"),
+                Step::Key("annotations"),
+                Step::Key(key),
+                ..,
+            ] => TOOL_ANNOTATIONS.contains(key),
+            [
+                Step::Key("metadata"),
+                Step::Key("labels"),
+                Step::Key(key),
+                ..,
+            ] => *key == self.label_key,
+            [Step::Key("metadata"), Step::Key(field), ..] => SERVER_OWNED_METADATA.contains(field),
+            _ => false,
+        }
+    }
+
+    /// Compares below `path`: `declared` with `live`, the values there. `path` is as it was when
+    /// this returns.
+    fn walk<'a>(
         &self,
-        path: &FieldPath,
-        declared: &Value,
+        path: &mut Vec<Step<'a>>,
+        declared: &'a Value,
         live: Option<&Value>,
         out: &mut Vec<Difference>,
     ) {
-        if self
-            .never_compared
-            .iter()
-            .any(|ignored| path.starts_with(ignored))
-        {
+        if self.never_compared(path) {
             return;
         }
         // Kubernetes does not tell an absent field from a null one, nor (with `omitempty`) from
@@ -259,22 +298,26 @@ impl Walker {
             // Descend so that each missing field is reported, and ignored ones are not.
             (Value::Object(declared), None) => {
                 for (key, declared_field) in declared {
-                    self.walk(&path.key(key), declared_field, None, out);
+                    path.push(Step::Key(key));
+                    self.walk(path, declared_field, None, out);
+                    path.pop();
                 }
             }
             (_, None) => out.push(Difference::Missing {
-                path: path.clone(),
+                path: field_path(path),
                 declared: declared.clone(),
             }),
             (Value::Object(declared), Some(Value::Object(live))) => {
                 for (key, declared_field) in declared {
-                    self.walk(&path.key(key), declared_field, live.get(key), out);
+                    path.push(Step::Key(key));
+                    self.walk(path, declared_field, live.get(key), out);
+                    path.pop();
                 }
             }
             (Value::Array(declared), Some(Value::Array(live))) => {
                 if declared.len() != live.len() {
                     out.push(Difference::LengthDiffers {
-                        path: path.clone(),
+                        path: field_path(path),
                         declared: declared.len(),
                         live: live.len(),
                     });
@@ -282,17 +325,14 @@ impl Walker {
                 for (index, (declared_element, live_element)) in
                     declared.iter().zip(live).enumerate()
                 {
-                    self.walk(
-                        &path.index(index),
-                        declared_element,
-                        Some(live_element),
-                        out,
-                    );
+                    path.push(Step::Index(index));
+                    self.walk(path, declared_element, Some(live_element), out);
+                    path.pop();
                 }
             }
             (declared, Some(live)) if !scalars_equal(declared, live) => {
                 out.push(Difference::Differs {
-                    path: path.clone(),
+                    path: field_path(path),
                     declared: declared.clone(),
                     live: live.clone(),
                 });
