@@ -4,7 +4,11 @@
 use arbor_policy::keys::ManagementLabel;
 use arbor_policy::object::GroupVersionKind;
 use arbor_policy::sync::matches::SERVER_OWNED_METADATA;
+use std::fmt;
+
 use kube::core::DynamicObject;
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
 /// What Arbor writes onto every object it applies.
@@ -59,14 +63,107 @@ pub fn live_value(
     object: &DynamicObject,
 ) -> Result<Value, serde_json::Error> {
     let mut value = serde_json::to_value(object)?;
+    if let Some(Value::Object(metadata)) = value.get_mut("metadata") {
+        metadata.remove("managedFields");
+    }
+    Ok(named(gvk, value))
+}
+
+/// `value` with the `apiVersion` and `kind` of `gvk`.
+pub fn named(gvk: &GroupVersionKind, mut value: Value) -> Value {
     if let Some(fields) = value.as_object_mut() {
         fields.insert("apiVersion".into(), Value::String(gvk.api_version()));
         fields.insert("kind".into(), Value::String(gvk.kind.to_string()));
-        if let Some(Value::Object(metadata)) = fields.get_mut("metadata") {
-            metadata.remove("managedFields");
-        }
     }
-    Ok(value)
+    value
+}
+
+/// An item of a list response read straight into JSON without its managedFields (see
+/// [`live_value`]): a round lists every object of its kinds, and neither the typed metadata of
+/// a `DynamicObject` nor the managedFields that would be dropped are made for each.
+#[derive(Debug, Clone)]
+pub struct Listed(pub Value);
+
+impl<'de> Deserialize<'de> for Listed {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ListedVisitor).map(Listed)
+    }
+}
+
+/// How a map's fields are read into JSON.
+struct FieldsWithout {
+    /// A field whose value is read past, not kept.
+    skip: Option<&'static str>,
+    /// Whether the `metadata` field is read without its managedFields.
+    metadata: bool,
+}
+
+struct ListedVisitor;
+
+impl<'de> Visitor<'de> for ListedVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+        FieldsWithout {
+            skip: None,
+            metadata: true,
+        }
+        .read(map)
+    }
+}
+
+impl FieldsWithout {
+    fn read<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut fields = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if self.skip == Some(key.as_str()) {
+                map.next_value::<IgnoredAny>()?;
+            } else if self.metadata && key == "metadata" {
+                let metadata = map.next_value::<WithoutManagedFields>()?;
+                fields.insert(key, metadata.0);
+            } else {
+                fields.insert(key, map.next_value()?);
+            }
+        }
+        Ok(Value::Object(fields))
+    }
+}
+
+/// An object's metadata without its managedFields.
+struct WithoutManagedFields(Value);
+
+impl<'de> Deserialize<'de> for WithoutManagedFields {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_any(MetadataVisitor)
+            .map(WithoutManagedFields)
+    }
+}
+
+struct MetadataVisitor;
+
+impl<'de> Visitor<'de> for MetadataVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object's metadata")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+        FieldsWithout {
+            skip: Some("managedFields"),
+            metadata: false,
+        }
+        .read(map)
+    }
 }
 
 fn insert_entry(metadata: &mut Map<String, Value>, map: &str, key: &str, value: &str) {
@@ -103,6 +200,41 @@ mod tests {
                 "data": {"k": "v"},
             })
         );
+    }
+
+    #[test]
+    fn a_listed_item_is_read_without_its_managed_fields() {
+        let item = json!({
+            "metadata": {"name": "a", "namespace": "team", "resourceVersion": "7",
+                "managedFields": [{"manager": "arbor-gitsync", "operation": "Apply",
+                    "fieldsV1": {"f:data": {"f:k": {}}}}],
+                "labels": {"managedFields": "a label keeps its name"}},
+            "data": {"k": "v", "managedFields": "only metadata's is dropped"},
+        });
+        let Listed(value) = serde_json::from_value(item).unwrap();
+        let gvk = GroupVersionKind::from_api_version("v1", "ConfigMap");
+        assert_eq!(
+            named(&gvk, value),
+            json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a", "namespace": "team", "resourceVersion": "7",
+                    "labels": {"managedFields": "a label keeps its name"}},
+                "data": {"k": "v", "managedFields": "only metadata's is dropped"},
+            })
+        );
+        // As a DynamicObject read and converted would be.
+        let object: DynamicObject = serde_json::from_value(json!({
+            "metadata": {"name": "a", "managedFields": [{"manager": "m"}]},
+            "data": {"k": "v"},
+        }))
+        .unwrap();
+        let Listed(listed) = serde_json::from_value(json!({
+            "metadata": {"name": "a", "managedFields": [{"manager": "m"}]},
+            "data": {"k": "v"},
+        }))
+        .unwrap();
+        assert_eq!(live_value(&gvk, &object).unwrap(), named(&gvk, listed));
+        assert!(serde_json::from_value::<Listed>(json!(["not", "an", "object"])).is_err());
     }
 
     #[test]

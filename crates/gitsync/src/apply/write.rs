@@ -123,6 +123,16 @@ impl Applier {
         live: Option<&Value>,
     ) -> Result<Outcome, ApplyError> {
         let (_, decision) = self.decide(target, live);
+        self.carry_out(target, live, decision).await
+    }
+
+    /// Acts on `decision`, the table's for `target` and `live` ([`Self::decide`]).
+    pub async fn carry_out(
+        &self,
+        target: &Target<'_>,
+        live: Option<&Value>,
+        decision: Decision,
+    ) -> Result<Outcome, ApplyError> {
         let unchanged = || Outcome {
             decision,
             wrote: false,

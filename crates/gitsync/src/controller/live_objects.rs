@@ -7,10 +7,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 use arbor_policy::object::{GroupVersionKind, ObjectKey};
+use kube::api::ObjectList;
+use kube::core::Request;
 use serde_json::Value;
 
 use super::paged_list::for_each_page;
-use crate::apply::object::live_value;
+use crate::apply::object::{Listed, named};
 use crate::apply::{ApplyError, Discovery, ServedKind};
 
 /// The live objects of some kinds, by key.
@@ -28,15 +30,19 @@ impl Snapshot {
     ) -> Result<Self, ApplyError> {
         let mut objects = HashMap::new();
         for (gvk, served) in kinds {
+            // Listed as JSON, without managedFields, straight from the response (`Listed`).
             let api = discovery.api(served, namespace);
-            let api = &api;
+            let (client, request) = (api.clone().into_client(), Request::new(api.resource_url()));
+            let (client, request) = (&client, &request);
             for_each_page(
-                |params| async move { api.list(&params).await },
+                |params| async move {
+                    let mut list = request.list(&params).map_err(kube::Error::BuildRequest)?;
+                    list.extensions_mut().insert("list");
+                    client.request::<ObjectList<Listed>>(list).await
+                },
                 |items| {
-                    for item in &items {
-                        let Ok(value) = live_value(gvk, item) else {
-                            continue;
-                        };
+                    for Listed(value) in items {
+                        let value = named(gvk, value);
                         if let Ok(key) = ObjectKey::of(&value) {
                             objects.insert(key, value);
                         }

@@ -731,16 +731,17 @@ impl Known<'_> {
         plan_round(self.ctx, self.handle, &observed, &[], parse_failed)
     }
 
-    /// The live object of `planned`, from the snapshot or read now.
+    /// The live object of `planned`: the snapshot's, borrowed (a round compares every object,
+    /// most of them unchanged), or read now.
     async fn live_of(
         &self,
         planned: &PlannedObject,
         target: &Target<'_>,
-    ) -> Result<Option<Value>, ApplyError> {
+    ) -> Result<Option<Cow<'_, Value>>, ApplyError> {
         if self.listed.contains(&planned.gvk) {
-            return Ok(self.snapshot.get(&planned.key).cloned());
+            return Ok(self.snapshot.get(&planned.key).map(Cow::Borrowed));
         }
-        self.ctx.applier.live(target).await
+        Ok(self.ctx.applier.live(target).await?.map(Cow::Owned))
     }
 
     /// Applies `planned` unless another source manages it, holding a write permit meanwhile.
@@ -807,8 +808,14 @@ impl Known<'_> {
             if !self.may_write() {
                 return Err(ControllerError::ShardLeft);
             }
-            decided = Some(self.ctx.applier.decide(&target, live.as_ref()).1);
-            Ok::<_, ControllerError>(self.applier.sync_object(&target, live.as_ref()).await?)
+            // Decided once: the decision names the row in the condition if the write fails.
+            let decision = self.ctx.applier.decide(&target, live.as_deref()).1;
+            decided = Some(decision);
+            Ok::<_, ControllerError>(
+                self.applier
+                    .carry_out(&target, live.as_deref(), decision)
+                    .await?,
+            )
         }
         .await;
         let failure = outcome.as_ref().err().map(ToString::to_string);

@@ -339,12 +339,12 @@ pub async fn ensure(
     existing: Option<&Tracked>,
     adopt: bool,
 ) -> Result<bool, ControllerError> {
-    let desired = desired_tracking(ctx, handle, planned, desired);
     if let Some(existing) = existing
-        && (existing.deleting() || is_current(existing, &desired))
+        && (existing.deleting() || is_current(ctx, handle, existing, desired))
     {
         return Ok(false);
     }
+    let desired = desired_tracking(ctx, handle, planned, desired);
     let name = tracking_name(&planned.key);
     let create = existing.is_none() && !adopt;
     let (namespace, result) = match &planned.tracking {
@@ -391,28 +391,25 @@ where
     }
 }
 
-fn is_current(existing: &Tracked, desired: &Value) -> bool {
-    let meta = existing.meta();
-    let finalized = meta
+/// Whether `existing` already says what [`desired_tracking`] would write for the object
+/// applied as `desired`: it carries gitsync's finalizer and the source's deletion policy, and
+/// its data and payload digests are those of `desired`. Checked without building the tracking
+/// object: in a round where nothing changed, every object takes this path.
+fn is_current(ctx: &Context, handle: &SourceHandle, existing: &Tracked, desired: &Value) -> bool {
+    let finalized = existing
+        .meta()
         .finalizers
         .iter()
         .flatten()
         .any(|finalizer| finalizer == GITSYNC_FINALIZER);
-    let annotations_match = desired["metadata"]["annotations"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .all(|(key, value)| {
-            existing
-                .record()
-                .deletion_policy_annotation(key)
-                .is_some_and(|found| Some(found) == value.as_str())
-        });
+    let policy = existing
+        .record()
+        .deletion_policy_annotation(&ctx.settings.keys.custom(DELETION_POLICY));
     let declaration = existing.declaration();
     finalized
-        && annotations_match
-        && declaration.data_digest == data_digest(&desired["spec"]["data"])
-        && declaration.payload_digest.as_deref() == desired["spec"]["payloadDigest"].as_str()
+        && policy == Some(deletion_policy_text(handle.deletion_policy))
+        && declaration.data_digest == data_digest(&arbor_policy::secret::without_payload(desired))
+        && declaration.payload_digest == ctx.fetcher.payload_digest(desired)
 }
 
 /// Deletes a tracking object; its finalizer then decides about the live object.
