@@ -112,6 +112,8 @@ pub struct Controller {
     pub process: Process,
     pub admin: SocketAddr,
     pub grpc: SocketAddr,
+    /// A listener of its own beside the admin and gRPC ones (arbor-webhook's admission port).
+    pub serving: Option<SocketAddr>,
     timeout: Duration,
 }
 
@@ -121,10 +123,16 @@ impl Controller {
         format!("https://{}", self.grpc)
     }
 
-    /// Waits until both the admin and the gRPC port accept connections.
+    /// Waits until the admin and the gRPC port (and the serving one, if any) accept
+    /// connections.
     pub async fn wait_ready(&mut self) -> Result<(), Error> {
-        self.process.wait_for_port(self.admin, self.timeout).await?;
-        self.process.wait_for_port(self.grpc, self.timeout).await
+        for addr in [Some(self.admin), Some(self.grpc), self.serving]
+            .into_iter()
+            .flatten()
+        {
+            self.process.wait_for_port(addr, self.timeout).await?;
+        }
+        Ok(())
     }
 
     /// Starts the controller again with the same flags (after a kill) and waits for it.
@@ -132,6 +140,15 @@ impl Controller {
         self.process.restart()?;
         self.wait_ready().await
     }
+}
+
+/// How many times a controller is started on newly chosen ports when one it was given was
+/// taken before it bound it.
+const PORT_ATTEMPTS: usize = 3;
+
+/// Whether `error` is a process that exited because an address it was to listen on was in use.
+fn lost_a_port(error: &Error) -> bool {
+    matches!(error, Error::Exited { tail, .. } if tail.contains("Address already in use"))
 }
 
 /// The `--grpc-allow` rules of controller `name`, as the chart gives them, for the identities
@@ -244,7 +261,10 @@ impl System {
                 // The demo's and the tests' repositories are local directories.
                 "--allow-file-repositories".into(),
             ];
-            self.gitsync = Some(self.start_controller("gitsync", extra).await?);
+            self.gitsync = Some(
+                self.start_controller("gitsync", &|| Ok((extra.clone(), None)))
+                    .await?,
+            );
         }
         let gitsync_url = self.gitsync.as_ref().map(Controller::grpc_url);
         if self.config.hierarchy {
@@ -257,7 +277,10 @@ impl System {
                 extra.push("--domain".into());
                 extra.push(domain.into());
             }
-            self.hierarchy = Some(self.start_controller("hierarchy", extra).await?);
+            self.hierarchy = Some(
+                self.start_controller("hierarchy", &|| Ok((extra.clone(), None)))
+                    .await?,
+            );
         }
         if self.config.observer {
             let mut extra: Vec<std::ffi::OsString> = Vec::new();
@@ -265,37 +288,41 @@ impl System {
                 extra.push("--gitsync-addr".into());
                 extra.push(url.into());
             }
-            self.observer = Some(self.start_controller("observer", extra).await?);
+            self.observer = Some(
+                self.start_controller("observer", &|| Ok((extra.clone(), None)))
+                    .await?,
+            );
         }
         if self.config.webhook {
             let host = self.webhook_host()?;
             let serving = self
                 .tls
                 .issue_for("webhook-serving", &[&host.to_string()])?;
-            let addr = free_addr_on(host)?;
-            let mut extra: Vec<std::ffi::OsString> = vec![
-                "--webhook-addr".into(),
-                addr.to_string().into(),
-                "--webhook-cert".into(),
-                serving.cert.into(),
-                "--webhook-key".into(),
-                serving.key.into(),
-                "--gittrack-mode".into(),
-                "Enabled".into(),
-            ];
-            if let Some(domain) = &self.config.domain {
-                extra.push("--domain".into());
-                extra.push(domain.into());
-            }
-            if let Some(url) = &gitsync_url {
-                extra.push("--gitsync-addr".into());
-                extra.push(url.into());
-            }
-            let mut webhook = self.start_controller("webhook", extra).await?;
-            webhook
-                .process
-                .wait_for_port(addr, self.config.startup_timeout)
-                .await?;
+            // Its admission port is chosen again with the others when one was taken meanwhile.
+            let webhook_flags = || {
+                let addr = free_addr_on(host)?;
+                let mut extra: Vec<std::ffi::OsString> = vec![
+                    "--webhook-addr".into(),
+                    addr.to_string().into(),
+                    "--webhook-cert".into(),
+                    serving.cert.clone().into(),
+                    "--webhook-key".into(),
+                    serving.key.clone().into(),
+                    "--gittrack-mode".into(),
+                    "Enabled".into(),
+                ];
+                if let Some(domain) = &self.config.domain {
+                    extra.push("--domain".into());
+                    extra.push(domain.into());
+                }
+                if let Some(url) = &gitsync_url {
+                    extra.push("--gitsync-addr".into());
+                    extra.push(url.into());
+                }
+                Ok((extra, Some(addr)))
+            };
+            let webhook = self.start_controller("webhook", &webhook_flags).await?;
+            let addr = webhook.serving.unwrap_or(webhook.admin);
             self.webhook = Some(webhook);
             let url = format!("https://{addr}/validate");
             self.register_webhook(&url).await?;
@@ -325,11 +352,16 @@ impl System {
         }
     }
 
-    /// Starts `arbor-<name>` with the flags every controller takes plus `extra`.
+    /// Starts `arbor-<name>` with the flags every controller takes plus those `extra` makes
+    /// (and the serving address among them, if any), and waits until it listens.
+    ///
+    /// Its ports were free a moment before it starts ([`free_addr`]); when it exits because one
+    /// was taken in between (another test's process), it is started again on ports chosen
+    /// anew, up to [`PORT_ATTEMPTS`] times.
     async fn start_controller(
         &self,
         name: &str,
-        extra: Vec<std::ffi::OsString>,
+        extra: &dyn Fn() -> Result<(Vec<std::ffi::OsString>, Option<SocketAddr>), Error>,
     ) -> Result<Controller, Error> {
         let identity = self.tls.issue_for(
             name,
@@ -338,45 +370,56 @@ impl System {
                 .map(String::as_str)
                 .collect::<Vec<_>>(),
         )?;
-        let (admin, grpc) = (free_addr()?, free_addr()?);
         let binary = format!("arbor-{name}");
-        let process = ProcessSpec::new(
-            &binary,
-            binary_in(&self.config.bin_dir, &binary)?,
-            self.config.workdir.join(format!("logs/{name}.log")),
-        )
-        .arg("--kubeconfig")
-        .arg(&self.kubeconfig)
-        .args(self.leader_election_flags())
-        .args(["--log-level", &self.config.log_level])
-        .args([
-            "--admin-addr",
-            &admin.to_string(),
-            "--grpc-addr",
-            &grpc.to_string(),
-        ])
-        .arg("--tls-cert")
-        .arg(&identity.cert)
-        .arg("--tls-key")
-        .arg(&identity.key)
-        .arg("--tls-client-ca")
-        .arg(self.tls.ca())
-        .args(grpc_allow(name))
-        .args(extra)
-        // The kubeconfig flag wins anyway; this keeps a stray KUBECONFIG from confusing logs.
-        .env("KUBECONFIG", &self.kubeconfig)
-        // Every controller here is its own replica on this host: a POD_NAME inherited from
-        // the caller (a CI pod) would give them all one Lease identity. Empty means unset.
-        .env("POD_NAME", "")
-        .start()?;
-        let mut controller = Controller {
-            process,
-            admin,
-            grpc,
-            timeout: self.config.startup_timeout,
-        };
-        controller.wait_ready().await?;
-        Ok(controller)
+        let mut attempt = 1;
+        loop {
+            let (admin, grpc) = (free_addr()?, free_addr()?);
+            let (extra, serving) = extra()?;
+            let process = ProcessSpec::new(
+                &binary,
+                binary_in(&self.config.bin_dir, &binary)?,
+                self.config.workdir.join(format!("logs/{name}.log")),
+            )
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(self.leader_election_flags())
+            .args(["--log-level", &self.config.log_level])
+            .args([
+                "--admin-addr",
+                &admin.to_string(),
+                "--grpc-addr",
+                &grpc.to_string(),
+            ])
+            .arg("--tls-cert")
+            .arg(&identity.cert)
+            .arg("--tls-key")
+            .arg(&identity.key)
+            .arg("--tls-client-ca")
+            .arg(self.tls.ca())
+            .args(grpc_allow(name))
+            .args(extra)
+            // The kubeconfig flag wins anyway; this keeps a stray KUBECONFIG from confusing logs.
+            .env("KUBECONFIG", &self.kubeconfig)
+            // Every controller here is its own replica on this host: a POD_NAME inherited from
+            // the caller (a CI pod) would give them all one Lease identity. Empty means unset.
+            .env("POD_NAME", "")
+            .start()?;
+            let mut controller = Controller {
+                process,
+                admin,
+                grpc,
+                serving,
+                timeout: self.config.startup_timeout,
+            };
+            match controller.wait_ready().await {
+                Ok(()) => return Ok(controller),
+                Err(error) if lost_a_port(&error) && attempt < PORT_ATTEMPTS => {
+                    tracing::warn!(%error, attempt, "a port was taken before {binary} bound it: starting it again on others");
+                    attempt += 1;
+                }
+                Err(error) => return Err(error),
+            }
+        }
     }
 
     /// `--leader-election` and, when on, a Lease short enough for a test to see it change hands.
@@ -541,4 +584,37 @@ fn write_token_file(workdir: &Path) -> Result<PathBuf, Error> {
     )
     .map_err(Error::io(format!("writing {}", path.display())))?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process that exits as a controller does when its port is taken (`main` returning
+    /// the listener's error), or for any other reason.
+    async fn exit_while_waiting(dir: &Path, message: &str) -> Error {
+        let script =
+            format!("echo 'Error: binding the admin listener' >&2; echo '{message}' >&2; exit 1");
+        let mut process = ProcessSpec::new("sh", "/bin/sh", dir.join("sh.log"))
+            .args(["-c", &script])
+            .start()
+            .unwrap();
+        let never = free_addr().unwrap();
+        process
+            .wait_for_port(never, Duration::from_secs(10))
+            .await
+            .unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn only_a_port_in_use_makes_a_controller_start_again() {
+        let dir = tempfile::tempdir().unwrap();
+        // std's words for EADDRINUSE, as the controllers' `main` prints the error's causes.
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let in_use = std::net::TcpListener::bind(taken.local_addr().unwrap()).unwrap_err();
+        let error = exit_while_waiting(dir.path(), &format!("Caused by: {in_use}")).await;
+        assert!(lost_a_port(&error), "{error}");
+        let error = exit_while_waiting(dir.path(), "Caused by: no such file").await;
+        assert!(!lost_a_port(&error), "{error}");
+    }
 }
