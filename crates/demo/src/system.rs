@@ -322,7 +322,10 @@ impl System {
                 Ok((extra, Some(addr)))
             };
             let webhook = self.start_controller("webhook", &webhook_flags).await?;
-            let addr = webhook.serving.unwrap_or(webhook.admin);
+            let addr = webhook.serving.ok_or_else(|| Error::Invalid {
+                what: "starting arbor-webhook".to_owned(),
+                message: "its flags named no admission address".to_owned(),
+            })?;
             self.webhook = Some(webhook);
             let url = format!("https://{addr}/validate");
             self.register_webhook(&url).await?;

@@ -318,6 +318,32 @@ async fn field_selectors_filter_by_name_and_namespace() {
 }
 
 #[tokio::test]
+async fn a_last_page_that_fills_its_limit_ends_the_list() {
+    let (emu, client) = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    for index in 0..6 {
+        create(&api, &config_map(&format!("cm-{index}"), &[])).await;
+    }
+    let first = api
+        .list(&ListParams::default().limit(3))
+        .await
+        .expect("first page");
+    assert_eq!(first.metadata.remaining_item_count, Some(3));
+    let token = first.metadata.continue_.expect("more pages");
+    let last = api
+        .list(&ListParams::default().limit(3).continue_token(&token))
+        .await
+        .expect("last page");
+    assert_eq!(last.items.len(), 3);
+    assert_eq!(last.metadata.remaining_item_count, None);
+    assert!(
+        last.metadata.continue_.is_none_or(|token| token.is_empty()),
+        "nothing is left after the last page"
+    );
+    emu.shutdown().await;
+}
+
+#[tokio::test]
 async fn paging_serves_a_consistent_snapshot() {
     let (emu, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");

@@ -54,10 +54,10 @@ pub fn applied_form(declared: Value, namespace: Option<&str>, marks: &Marks<'_>)
     object
 }
 
-/// A live object as JSON, with the `apiVersion` and `kind` that list responses may leave out
-/// (the comparison with the declaration reads them), and without its managedFields: the
-/// comparison ignores them (they are server-owned metadata), while a round keeps every live
-/// object of its kinds and managedFields are often as large as the rest of the object.
+/// A live object read on its own as JSON, with the `apiVersion` and `kind` (the comparison with
+/// the declaration reads them), and without its managedFields: the comparison ignores them
+/// (server-owned metadata), and they are often as large as the rest of the object. A round's
+/// lists are read into the same form by [`Listed`].
 pub fn live_value(
     gvk: &GroupVersionKind,
     object: &DynamicObject,

@@ -715,8 +715,8 @@ pub(super) fn served_of<'k>(
 impl Known<'_> {
     /// The round's plan (`arbor_policy::sync::round`): what it deletes and sweeps, and whether
     /// the guards let it delete. Declared objects are decided one by one as they are written
-    /// (`Applier::sync_object`, the same table), because their live objects are read again
-    /// after the foundation is applied.
+    /// (`Applier::decide`, the same table): a kind the round did not list (one the
+    /// foundation's CustomResourceDefinitions just made served) is read then.
     fn plan(
         &self,
         kinds: &BTreeMap<GroupVersionKind, ServedKind>,
@@ -809,7 +809,7 @@ impl Known<'_> {
                 return Err(ControllerError::ShardLeft);
             }
             // Decided once: the decision names the row in the condition if the write fails.
-            let decision = self.ctx.applier.decide(&target, live.as_deref()).1;
+            let decision = self.applier.decide(&target, live.as_deref()).1;
             decided = Some(decision);
             Ok::<_, ControllerError>(
                 self.applier

@@ -218,10 +218,10 @@ pub fn list(
     let remaining = match last_key {
         None => None,
         Some(_) if filter.selects_everything() => Some(match counted_before {
-            // A token of another query (its selectors changed between pages) must not end the
-            // list early: a count run out is checked against the collection.
+            // A count run out while items remain is a token reused with another namespace or
+            // kind: counted again, so such a list neither ends early nor says a wrong number.
             Some(left) => match left.saturating_sub(items.len()) {
-                0 => usize::from(matching.next().is_some()),
+                0 => matching.count(),
                 left => left,
             },
             None => matching.count(),
