@@ -1,11 +1,11 @@
 //! The form in which a declared object is applied: what git declares, plus the marks Arbor
 //! puts on everything it manages, minus what the server owns.
 
+use std::fmt;
+
 use arbor_policy::keys::ManagementLabel;
 use arbor_policy::object::GroupVersionKind;
 use arbor_policy::sync::matches::SERVER_OWNED_METADATA;
-use std::fmt;
-
 use kube::core::DynamicObject;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};

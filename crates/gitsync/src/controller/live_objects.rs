@@ -32,7 +32,8 @@ impl Snapshot {
         for (gvk, served) in kinds {
             // Listed as JSON, without managedFields, straight from the response (`Listed`).
             let api = discovery.api(served, namespace);
-            let (client, request) = (api.clone().into_client(), Request::new(api.resource_url()));
+            let request = Request::new(api.resource_url());
+            let client = api.into_client();
             let (client, request) = (&client, &request);
             for_each_page(
                 |params| async move {

@@ -14,6 +14,7 @@
 //! go ([`remove_finalizer`]). Tracking objects are read as [`TrackingRecord`]s: only what
 //! these decisions read ([`tracking_record`](super::tracking_record)).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -276,14 +277,39 @@ pub async fn report_unreadable(ctx: &Context, record: &TrackingRecord, error: &D
         .await;
 }
 
-/// The tracking object `planned` needs, as applied. A Secret's payload is not copied into it,
-/// only its digest ([`arbor_policy::secret`]): the applier takes the payload from the parsed
-/// repository, and a finalizer needs only the object's identity.
+/// What a tracking object says of the object it tracks and of its source: the parts a round
+/// checks in the stored one ([`is_current`]) and writes when they differ ([`desired_tracking`]).
+/// A Secret's payload is not copied into it, only its digest ([`arbor_policy::secret`]): the
+/// applier takes the payload from the parsed repository, and a finalizer needs only the
+/// object's identity.
+struct TrackedContent<'a> {
+    /// The deletion-policy annotation's key and value.
+    policy: (String, &'static str),
+    /// `spec.data`: the object as applied, without a Secret's payload.
+    data: Cow<'a, Value>,
+    /// `spec.payloadDigest`: a Secret's payload digest.
+    payload_digest: Option<String>,
+}
+
+impl<'a> TrackedContent<'a> {
+    /// For the object applied as `desired` by the source of `handle`.
+    fn of(ctx: &Context, handle: &SourceHandle, desired: &'a Value) -> Self {
+        Self {
+            policy: (
+                ctx.settings.keys.custom(DELETION_POLICY),
+                deletion_policy_text(handle.deletion_policy),
+            ),
+            data: arbor_policy::secret::without_payload(desired),
+            payload_digest: ctx.fetcher.payload_digest(desired),
+        }
+    }
+}
+
+/// The tracking object `planned` needs, as applied, saying `content`.
 fn desired_tracking(
-    ctx: &Context,
     handle: &SourceHandle,
     planned: &PlannedObject,
-    desired: &Value,
+    content: TrackedContent<'_>,
 ) -> Value {
     let (kind, namespace) = match &planned.tracking {
         TrackingObject::GitTrackObject { namespace } => ("GitTrackObject", Some(namespace)),
@@ -293,9 +319,7 @@ fn desired_tracking(
         "name": tracking_name(&planned.key),
         "ownerReferences": [handle.owner_reference],
         "finalizers": [GITSYNC_FINALIZER],
-        "annotations": {
-            ctx.settings.keys.custom(DELETION_POLICY): deletion_policy_text(handle.deletion_policy),
-        },
+        "annotations": {content.policy.0: content.policy.1},
     });
     if let Some(namespace) = namespace {
         metadata["namespace"] = json!(namespace);
@@ -307,10 +331,10 @@ fn desired_tracking(
         "spec": {
             "name": planned.key.name,
             "kind": planned.key.group_kind.kind,
-            "data": arbor_policy::secret::without_payload(desired),
+            "data": content.data,
         },
     });
-    if let Some(digest) = ctx.fetcher.payload_digest(desired) {
+    if let Some(digest) = content.payload_digest {
         tracking["spec"]["payloadDigest"] = json!(digest);
     }
     tracking
@@ -339,12 +363,13 @@ pub async fn ensure(
     existing: Option<&Tracked>,
     adopt: bool,
 ) -> Result<bool, ControllerError> {
+    let content = TrackedContent::of(ctx, handle, desired);
     if let Some(existing) = existing
-        && (existing.deleting() || is_current(ctx, handle, existing, desired))
+        && (existing.deleting() || is_current(existing, &content))
     {
         return Ok(false);
     }
-    let desired = desired_tracking(ctx, handle, planned, desired);
+    let desired = desired_tracking(handle, planned, content);
     let name = tracking_name(&planned.key);
     let create = existing.is_none() && !adopt;
     let (namespace, result) = match &planned.tracking {
@@ -391,25 +416,22 @@ where
     }
 }
 
-/// Whether `existing` already says what [`desired_tracking`] would write for the object
-/// applied as `desired`: it carries gitsync's finalizer and the source's deletion policy, and
-/// its data and payload digests are those of `desired`. Checked without building the tracking
-/// object: in a round where nothing changed, every object takes this path.
-fn is_current(ctx: &Context, handle: &SourceHandle, existing: &Tracked, desired: &Value) -> bool {
+/// Whether `existing` already says `content` and carries gitsync's finalizer: checked without
+/// building the tracking object, since in a round where nothing changed every object takes this
+/// path.
+fn is_current(existing: &Tracked, content: &TrackedContent<'_>) -> bool {
     let finalized = existing
         .meta()
         .finalizers
         .iter()
         .flatten()
         .any(|finalizer| finalizer == GITSYNC_FINALIZER);
-    let policy = existing
-        .record()
-        .deletion_policy_annotation(&ctx.settings.keys.custom(DELETION_POLICY));
+    let (policy_key, policy) = &content.policy;
     let declaration = existing.declaration();
     finalized
-        && policy == Some(deletion_policy_text(handle.deletion_policy))
-        && declaration.data_digest == data_digest(&arbor_policy::secret::without_payload(desired))
-        && declaration.payload_digest == ctx.fetcher.payload_digest(desired)
+        && existing.record().deletion_policy_annotation(policy_key) == Some(*policy)
+        && declaration.data_digest == data_digest(&content.data)
+        && declaration.payload_digest == content.payload_digest
 }
 
 /// Deletes a tracking object; its finalizer then decides about the live object.

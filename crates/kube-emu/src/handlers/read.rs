@@ -217,15 +217,14 @@ pub fn list(
     let counted_before = token.as_ref().and_then(|token| token.left);
     let remaining = match last_key {
         None => None,
-        Some(_) if filter.selects_everything() => Some(match counted_before {
-            // A count run out while items remain is a token reused with another namespace or
-            // kind: counted again, so such a list neither ends early nor says a wrong number.
-            Some(left) => match left.saturating_sub(items.len()) {
-                0 => matching.count(),
-                left => left,
-            },
-            None => matching.count(),
-        }),
+        // A count run out while items remain is a token reused with another namespace or kind:
+        // counted again, so such a list neither ends early nor says a wrong number.
+        Some(_) if filter.selects_everything() => Some(
+            counted_before
+                .map(|left| left.saturating_sub(items.len()))
+                .filter(|left| *left > 0)
+                .unwrap_or_else(|| matching.count()),
+        ),
         Some(_) => Some(usize::from(matching.next().is_some())),
     };
     drop(state);
