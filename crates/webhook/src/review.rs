@@ -5,14 +5,26 @@
 //!
 //! Decoding an `AdmissionReview` happens in two steps. The envelope (uid, kind, operation,
 //! user) must be well-formed, or the request is answered 400: there is no uid to answer to. The
-//! objects are kept as raw JSON and read field by field by the rules, so an object of an
+//! objects are kept as JSON and read field by field by the rules, so an object of an
 //! unexpected shape (labels that are not a map, a missing name) becomes a denial that names the
 //! field instead of a 400 that names nothing the user wrote.
+//!
+//! An object is built only as far as the rules for its kind read it ([`ObjectView`], chosen by
+//! [`Policy::object_view`](crate::Policy::object_view)): a GitTrackObject's owners and a
+//! Namespace's tree labels are in its metadata, so its spec (a whole manifest, for a
+//! GitTrackObject) is skipped without being built; a kind whose spec a rule reads, or any kind
+//! under drift prevention, is read whole.
+
+use std::borrow::Cow;
+use std::fmt;
 
 use k8s_openapi::api::authentication::v1::UserInfo;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
-use kube::core::{DynamicObject, GroupVersionKind, TypeMeta};
+use kube::core::admission::{AdmissionResponse, Operation};
+use kube::core::{GroupVersionKind, GroupVersionResource, Status, TypeMeta};
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The only AdmissionReview version served.
 pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
@@ -28,9 +40,10 @@ pub struct ReviewInput {
     /// Like `status`; `None` for the main resource.
     pub sub_resource: Option<String>,
     pub user: UserInfo,
-    /// The object after the change; `None` for DELETE.
+    /// The object after the change; `None` for DELETE. From an AdmissionReview, as much of it
+    /// as the rules for its kind read ([`ObjectView`]).
     pub object: Option<Value>,
-    /// The object before the change; `None` for CREATE.
+    /// The object before the change; `None` for CREATE. Read like `object`.
     pub old_object: Option<Value>,
 }
 
@@ -49,6 +62,15 @@ impl ReviewInput {
     }
 }
 
+/// How much of a request's objects is built for the rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectView {
+    /// `apiVersion`, `kind` and `metadata`; every other field is skipped unbuilt.
+    Metadata,
+    /// The whole object.
+    Whole,
+}
+
 /// Why a body is not an AdmissionReview this webhook can answer (HTTP 400).
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
@@ -60,6 +82,8 @@ pub enum DecodeError {
     WrongVersion { found: String },
     #[error("kind is {found:?}, not AdmissionReview")]
     WrongKind { found: String },
+    #[error("the AdmissionReview is malformed: {0}")]
+    MalformedReview(serde_json::Error),
     #[error("the AdmissionReview has no request")]
     NoRequest,
     #[error("request.{field} is not a JSON object or null")]
@@ -87,38 +111,86 @@ impl DecodedReview {
     }
 }
 
-/// Decodes an `admission.k8s.io/v1` AdmissionReview body.
-///
-/// The body is parsed once; the request's envelope is then read straight out of the parsed
-/// request (its strings moved, not copied), and the objects are moved into the input. (Reading
-/// it through kube's `AdmissionReview`, whose type fields are flattened, buffered and copied
-/// the whole envelope a second time on every admission.)
-pub fn decode_admission_review(body: &[u8]) -> Result<DecodedReview, DecodeError> {
-    let mut review: Value = serde_json::from_slice(body).map_err(DecodeError::NotJson)?;
-    let envelope = review.as_object_mut().ok_or(DecodeError::NotAnObject)?;
-    let text = |value: Option<&Value>| value.and_then(Value::as_str).unwrap_or("").to_owned();
-    if envelope.get("apiVersion").and_then(Value::as_str) != Some(ADMISSION_API_VERSION) {
+/// The AdmissionReview around the request; the request itself is kept unparsed until the
+/// envelope is known to be one this webhook serves.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(rename = "apiVersion", borrow, default)]
+    api_version: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    request: Option<&'a RawValue>,
+}
+
+/// What the input and the answer need of `request`, with the same required fields as kube's
+/// `AdmissionRequest`. The objects stay unparsed until their kind has chosen their view.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Request<'a> {
+    uid: String,
+    kind: GroupVersionKind,
+    // Unused, but required of a well-formed request.
+    #[allow(dead_code)]
+    resource: GroupVersionResource,
+    #[serde(default)]
+    sub_resource: Option<String>,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    operation: Operation,
+    user_info: UserInfo,
+    #[serde(borrow, default)]
+    object: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    old_object: Option<&'a RawValue>,
+}
+
+/// Decodes an `admission.k8s.io/v1` AdmissionReview body, building each object as far as
+/// `view` says the rules for its kind read it.
+pub fn decode_admission_review(
+    body: &[u8],
+    view: impl FnOnce(&GroupVersionKind) -> ObjectView,
+) -> Result<DecodedReview, DecodeError> {
+    if !body.trim_ascii_start().starts_with(b"{") {
+        return Err(match serde_json::from_slice::<IgnoredAny>(body) {
+            Ok(_) => DecodeError::NotAnObject,
+            Err(error) => DecodeError::NotJson(error),
+        });
+    }
+    let envelope: Envelope<'_> = serde_json::from_slice(body).map_err(|error| {
+        if error.is_data() {
+            DecodeError::MalformedReview(error)
+        } else {
+            DecodeError::NotJson(error)
+        }
+    })?;
+    let text = |value: Option<&RawValue>| -> String {
+        value
+            .and_then(|raw| serde_json::from_str::<Cow<'_, str>>(raw.get()).ok())
+            .map(Cow::into_owned)
+            .unwrap_or_default()
+    };
+    if text(envelope.api_version) != ADMISSION_API_VERSION {
         return Err(DecodeError::WrongVersion {
-            found: text(envelope.get("apiVersion")),
+            found: text(envelope.api_version),
         });
     }
-    if envelope.get("kind").and_then(Value::as_str) != Some(kube::core::admission::META_KIND) {
+    if text(envelope.kind) != kube::core::admission::META_KIND {
         return Err(DecodeError::WrongKind {
-            found: text(envelope.get("kind")),
+            found: text(envelope.kind),
         });
     }
-    let Some(Value::Object(mut request)) = envelope.remove("request") else {
+    let Some(request) = envelope.request.filter(|raw| raw.get().starts_with('{')) else {
         return Err(DecodeError::NoRequest);
     };
-    let object = take_object(&mut request, "object")?;
-    let old_object = take_object(&mut request, "oldObject")?;
-    let mut request: AdmissionRequest<DynamicObject> =
-        serde_json::from_value(Value::Object(request)).map_err(DecodeError::MalformedRequest)?;
-    request.types = TypeMeta {
-        api_version: ADMISSION_API_VERSION.to_owned(),
-        kind: kube::core::admission::META_KIND.to_owned(),
-    };
-    let allowing = AdmissionResponse::from(&request);
+    let request: Request<'_> =
+        serde_json::from_str(request.get()).map_err(DecodeError::MalformedRequest)?;
+    let view = view(&request.kind);
+    let object = read_object(request.object, "object", view)?;
+    let old_object = read_object(request.old_object, "oldObject", view)?;
+    let allowing = allowing(request.uid);
     let input = ReviewInput {
         operation: request.operation,
         kind: request.kind,
@@ -132,16 +204,100 @@ pub fn decode_admission_review(body: &[u8]) -> Result<DecodedReview, DecodeError
     Ok(DecodedReview { allowing, input })
 }
 
-/// Removes `field` from the request (so the envelope decodes without reading it) and returns
-/// it when it is an object.
-fn take_object(
-    request: &mut serde_json::Map<String, Value>,
+/// The allowing answer to the request with this uid, as kube's `AdmissionResponse::from` makes
+/// it from a whole `AdmissionRequest` (which this decoder does not build).
+fn allowing(uid: String) -> AdmissionResponse {
+    let mut response = AdmissionResponse::invalid("");
+    response.types = TypeMeta {
+        api_version: ADMISSION_API_VERSION.to_owned(),
+        kind: kube::core::admission::META_KIND.to_owned(),
+    };
+    response.uid = uid;
+    response.allowed = true;
+    response.result = Status::default();
+    response
+}
+
+/// `request.object` or `request.oldObject` through `view`; JSON `null` or absent is `None`.
+fn read_object(
+    raw: Option<&RawValue>,
     field: &'static str,
+    view: ObjectView,
 ) -> Result<Option<Value>, DecodeError> {
-    match request.insert(field.to_owned(), Value::Null) {
-        None | Some(Value::Null) => Ok(None),
-        Some(object @ Value::Object(_)) => Ok(Some(object)),
-        Some(_) => Err(DecodeError::ObjectNotAMap { field }),
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    if !raw.get().starts_with('{') {
+        return Err(DecodeError::ObjectNotAMap { field });
+    }
+    let object = match view {
+        ObjectView::Whole => serde_json::from_str(raw.get()),
+        ObjectView::Metadata => serde_json::from_str::<MetadataOnly>(raw.get()).map(|m| m.0),
+    };
+    object.map(Some).map_err(DecodeError::MalformedRequest)
+}
+
+/// An object built for [`ObjectView::Metadata`]: its `apiVersion`, `kind` and `metadata`, as
+/// parsing the whole object would have built them (a repeated key keeps its last value).
+struct MetadataOnly(Value);
+
+impl<'de> Deserialize<'de> for MetadataOnly {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(MetadataVisitor)
+    }
+}
+
+struct MetadataVisitor;
+
+impl<'de> Visitor<'de> for MetadataVisitor {
+    type Value = MetadataOnly;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MetadataOnly, A::Error> {
+        let mut kept = serde_json::Map::new();
+        while let Some(field) = map.next_key::<Field>()? {
+            match field {
+                Field::Kept(name) => {
+                    kept.insert(name.to_owned(), map.next_value::<Value>()?);
+                }
+                Field::Skipped => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(MetadataOnly(Value::Object(kept)))
+    }
+}
+
+/// A key of an object read for its metadata.
+enum Field {
+    Kept(&'static str),
+    Skipped,
+}
+
+impl<'de> Deserialize<'de> for Field {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FieldVisitor;
+        impl Visitor<'_> for FieldVisitor {
+            type Value = Field;
+
+            fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+                formatter.write_str("a field name")
+            }
+
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<Field, E> {
+                Ok(match name {
+                    "apiVersion" => Field::Kept("apiVersion"),
+                    "kind" => Field::Kept("kind"),
+                    "metadata" => Field::Kept("metadata"),
+                    _ => Field::Skipped,
+                })
+            }
+        }
+        deserializer.deserialize_identifier(FieldVisitor)
     }
 }
 
@@ -175,7 +331,7 @@ mod tests {
 
     #[test]
     fn a_v1_review_decodes_with_its_objects_raw() {
-        let decoded = decode_admission_review(&review(request())).unwrap();
+        let decoded = decode_admission_review(&review(request()), |_| ObjectView::Whole).unwrap();
         assert_eq!(decoded.uid(), "u-1");
         assert_eq!(decoded.input.operation, Operation::Update);
         assert_eq!(decoded.input.username(), "alice");
@@ -197,7 +353,7 @@ mod tests {
     fn objects_of_any_shape_inside_are_kept_for_the_rules() {
         let mut request = request();
         request["object"]["metadata"]["labels"] = json!(42);
-        let decoded = decode_admission_review(&review(request)).unwrap();
+        let decoded = decode_admission_review(&review(request), |_| ObjectView::Whole).unwrap();
         assert_eq!(decoded.input.object.unwrap()["metadata"]["labels"], 42);
     }
 
@@ -241,10 +397,107 @@ mod tests {
                 }),
                 "uid",
             ),
+            (
+                br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}, "request": {}}"#.to_vec(),
+                "duplicate field `request`",
+            ),
+            (
+                serde_json::to_vec(
+                    &json!({"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "request": [1]}),
+                )
+                .unwrap(),
+                "no request",
+            ),
         ];
         for (body, expected) in cases {
-            let error = decode_admission_review(&body).unwrap_err().to_string();
+            let error = decode_admission_review(&body, |_| ObjectView::Whole)
+                .unwrap_err()
+                .to_string();
             assert!(error.contains(expected), "{error:?} lacks {expected:?}");
+        }
+    }
+
+    fn gittrack_object_request() -> Value {
+        json!({
+            "uid": "u-2",
+            "kind": {"group": "arbor.dev", "version": "v1alpha1", "kind": "GitTrackObject"},
+            "resource": {"group": "arbor.dev", "version": "v1alpha1", "resource": "gittrackobjects"},
+            "name": "configmap-settings",
+            "namespace": "team-a",
+            "operation": "CREATE",
+            "userInfo": {"username": "gitsync"},
+            "object": {
+                "apiVersion": "arbor.dev/v1alpha1",
+                "kind": "GitTrackObject",
+                "spec": {"kind": "ConfigMap", "data": {"data": {"big": "x"}}},
+                "metadata": {"name": "configmap-settings", "labels": {"a": "b"}},
+                "status": {"phase": "Applied"},
+            },
+        })
+    }
+
+    #[test]
+    fn the_metadata_view_builds_identity_and_metadata_only() {
+        let mut views = Vec::new();
+        let body = review(gittrack_object_request());
+        let decoded = decode_admission_review(&body, |kind| {
+            views.push(kind.kind.clone());
+            ObjectView::Metadata
+        })
+        .unwrap();
+        assert_eq!(
+            views,
+            ["GitTrackObject"],
+            "the view is asked once, for request.kind"
+        );
+        assert_eq!(
+            decoded.input.object,
+            Some(json!({
+                "apiVersion": "arbor.dev/v1alpha1",
+                "kind": "GitTrackObject",
+                "metadata": {"name": "configmap-settings", "labels": {"a": "b"}},
+            }))
+        );
+        let whole = decode_admission_review(&body, |_| ObjectView::Whole).unwrap();
+        assert_eq!(
+            whole.input.object,
+            Some(gittrack_object_request()["object"].clone())
+        );
+    }
+
+    #[test]
+    fn the_metadata_view_reads_keys_as_json_does() {
+        // An escaped key is the same key; a repeated key keeps its last value, as a whole
+        // parse keeps it; whitespace before an object is no object of another shape.
+        let body = br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "u-3", "operation": "UPDATE", "userInfo": {},
+            "kind": {"group": "", "version": "v1", "kind": "Namespace"},
+            "resource": {"group": "", "version": "v1", "resource": "namespaces"},
+            "object":    {"meta\u0064ata": {"name": "first"}, "spec": {}, "metadata": {"name": "last"}},
+            "oldObject": null}}"#;
+        for view in [ObjectView::Metadata, ObjectView::Whole] {
+            let decoded = decode_admission_review(body, |_| view).unwrap();
+            let object = decoded.input.object.unwrap();
+            assert_eq!(object["metadata"]["name"], "last", "{view:?}");
+            assert_eq!(object.get("spec").is_some(), view == ObjectView::Whole);
+            assert_eq!(decoded.input.old_object, None);
+        }
+    }
+
+    #[test]
+    fn an_object_of_another_shape_is_refused_whatever_the_view() {
+        for (object, field) in [
+            ("object", "request.object"),
+            ("oldObject", "request.oldObject"),
+        ] {
+            let mut request = request();
+            request[object] = json!([{"metadata": {}}]);
+            for view in [ObjectView::Metadata, ObjectView::Whole] {
+                let error = decode_admission_review(&review(request.clone()), |_| view)
+                    .unwrap_err()
+                    .to_string();
+                assert!(error.contains(field), "{error:?} lacks {field:?}");
+            }
         }
     }
 }

@@ -17,12 +17,13 @@
 use std::sync::Arc;
 
 use kube::Resource;
+use kube::core::GroupVersionKind;
 use kube::core::admission::Operation;
 use serde_json::Value;
 
 use crate::declared::DeclaredState;
 use crate::gittrack_owners::GitTrackLocator;
-use crate::review::ReviewInput;
+use crate::review::{ObjectView, ReviewInput};
 use crate::review_outcome::ReviewOutcome;
 use crate::rules::namespaces::TreeKind;
 use crate::rules::ownership::TrackingKind;
@@ -44,10 +45,9 @@ enum Subject {
 impl Subject {
     /// `sub_namespace_group`: where SubNamespaces are served under the key domain (the
     /// SubNamespace kind follows the domain; Arbor's other kinds stay in `arbor.dev`).
-    fn of(input: &ReviewInput, sub_namespace_group: &str) -> Self {
+    fn of(kind: &GroupVersionKind, sub_namespace_group: &str) -> Self {
         let arbor_group = arbor_api::GitTrack::group(&());
-        let kind = input.kind.kind.as_str();
-        match (input.kind.group.as_str(), kind) {
+        match (kind.group.as_str(), kind.kind.as_str()) {
             ("", "Namespace") => Self::Tree(TreeKind::Namespace),
             (group, "SubNamespace") if group == sub_namespace_group => {
                 Self::Tree(TreeKind::SubNamespace)
@@ -114,6 +114,21 @@ impl Policy {
         &self.settings
     }
 
+    /// How much of an object of `kind` the rules read: the ownership matrix and the tree rules
+    /// for Namespaces read metadata only; a source's spec is validated, a SubNamespace's spec
+    /// carries what it propagates, and drift prevention compares whole objects.
+    pub fn object_view(&self, kind: &GroupVersionKind) -> ObjectView {
+        if self.settings.drift.is_some() && self.declared.is_some() {
+            return ObjectView::Whole;
+        }
+        match Subject::of(kind, &self.sub_namespace_group) {
+            Subject::Tracking(_) | Subject::Tree(TreeKind::Namespace) | Subject::Other => {
+                ObjectView::Metadata
+            }
+            Subject::Source(_) | Subject::Tree(TreeKind::SubNamespace) => ObjectView::Whole,
+        }
+    }
+
     /// Every rule that concerns `input`, evaluated in order.
     pub async fn review(&self, input: &ReviewInput) -> ReviewOutcome {
         let mut verdict = ReviewOutcome::default();
@@ -141,7 +156,7 @@ impl Policy {
             return Ok(());
         }
         let stored = || stored_object(input);
-        match Subject::of(input, &self.sub_namespace_group) {
+        match Subject::of(&input.kind, &self.sub_namespace_group) {
             Subject::Other => {}
             Subject::Tracking(kind) => {
                 if let Some(object) = stored()? {

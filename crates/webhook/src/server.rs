@@ -77,7 +77,7 @@ async fn validate(State(state): State<Arc<AppState>>, body: Body) -> Response {
         }
         Ok(Ok(bytes)) => bytes,
     };
-    let decoded = match decode_admission_review(&bytes) {
+    let decoded = match decode_admission_review(&bytes, |kind| state.policy.object_view(kind)) {
         Ok(decoded) => decoded,
         Err(error) => return plain(StatusCode::BAD_REQUEST, error.to_string()),
     };

@@ -1,10 +1,12 @@
 //! Property tests over arbitrary input: decoding an AdmissionReview and deciding on it never
-//! panics, whatever the bytes or JSON. Bounded case counts so it runs in `make test`.
+//! panics, whatever the bytes or JSON, and reading objects only as far as the policy's view of
+//! their kind decides as reading them whole would. Bounded case counts so it runs in
+//! `make test`.
 
 mod support;
 
 use arbor_policy::ownership::ClusterGitTrackMode;
-use arbor_webhook::review::decode_admission_review;
+use arbor_webhook::review::{ObjectView, decode_admission_review};
 use arbor_webhook::rules::drift::UnreachableAnswer;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -24,6 +26,15 @@ fn any_policy() -> arbor_webhook::Policy {
         settings,
         cycle_tree(),
         Some(ScriptedDeclared::declaring("x", declared)),
+    )
+}
+
+/// The policy without drift prevention, whose view reads most kinds' metadata only.
+fn rules_policy() -> arbor_webhook::Policy {
+    policy(
+        settings(ClusterGitTrackMode::IncludeNamespaced),
+        cycle_tree(),
+        None,
     )
 }
 
@@ -86,13 +97,17 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
-        let _ = decode_admission_review(&bytes);
+        for view in [ObjectView::Metadata, ObjectView::Whole] {
+            let _ = decode_admission_review(&bytes, |_| view);
+        }
     }
 
     #[test]
     fn arbitrary_json_bodies_never_panic(body in any_json()) {
         let policy = any_policy();
-        if let Ok(decoded) = decode_admission_review(body.to_string().as_bytes()) {
+        if let Ok(decoded) =
+            decode_admission_review(body.to_string().as_bytes(), |kind| policy.object_view(kind))
+        {
             let verdict = runtime().block_on(policy.review(&decoded.input));
             let _ = verdict.decision();
         }
@@ -109,7 +124,7 @@ proptest! {
         let policy = any_policy();
         let request = request(operation, kind, Some("a"), name, "alice", object, old_object);
         let body = serde_json::to_vec(&review_body(request)).unwrap();
-        match decode_admission_review(&body) {
+        match decode_admission_review(&body, |kind| policy.object_view(kind)) {
             Ok(decoded) => {
                 let verdict = runtime().block_on(policy.review(&decoded.input));
                 let decision = verdict.decision();
@@ -117,6 +132,30 @@ proptest! {
             }
             // Only non-object objects are refused at decoding.
             Err(error) => prop_assert!(error.to_string().contains("is not a JSON object"), "{error}"),
+        }
+    }
+
+    #[test]
+    fn the_policy_view_decides_as_the_whole_objects_do(
+        kind in any_kind(),
+        operation in prop_oneof![Just("CREATE"), Just("UPDATE"), Just("DELETE")],
+        name in prop_oneof![Just("x"), Just("a"), Just("r")],
+        object in prop::option::of(any_json()),
+        old_object in prop::option::of(any_json()),
+    ) {
+        let policy = rules_policy();
+        let request = request(operation, kind, Some("a"), name, "alice", object, old_object);
+        let body = serde_json::to_vec(&review_body(request)).unwrap();
+        let viewed = decode_admission_review(&body, |kind| policy.object_view(kind));
+        let whole = decode_admission_review(&body, |_| ObjectView::Whole);
+        match (viewed, whole) {
+            (Ok(viewed), Ok(whole)) => {
+                let viewed = runtime().block_on(policy.review(&viewed.input));
+                let whole = runtime().block_on(policy.review(&whole.input));
+                prop_assert_eq!(viewed, whole);
+            }
+            (Err(viewed), Err(whole)) => prop_assert_eq!(viewed.to_string(), whole.to_string()),
+            (viewed, whole) => prop_assert!(false, "one view decoded and the other did not: {viewed:?} / {whole:?}"),
         }
     }
 }

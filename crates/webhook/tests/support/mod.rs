@@ -17,7 +17,7 @@ use arbor_runtime::listener::Limits;
 use arbor_testkit::pki::Authority;
 use arbor_webhook::declared::{Declared, DeclaredState, LookupError, ObjectIdentity};
 use arbor_webhook::metrics::WebhookMetrics;
-use arbor_webhook::review::{ReviewInput, decode_admission_review};
+use arbor_webhook::review::{ObjectView, ReviewInput, decode_admission_review};
 use arbor_webhook::rules::drift::{DriftSettings, UnreachableAnswer};
 use arbor_webhook::server::{self, AppState};
 use arbor_webhook::settings::PolicySettings;
@@ -64,10 +64,21 @@ pub fn request(
     })
 }
 
-/// Decodes a fixture the way the HTTPS endpoint does.
+/// Decodes a fixture with its objects whole.
 pub fn input(request: Value) -> ReviewInput {
     let body = serde_json::to_vec(&review_body(request)).unwrap();
-    decode_admission_review(&body).unwrap().input
+    decode_admission_review(&body, |_| ObjectView::Whole)
+        .unwrap()
+        .input
+}
+
+/// Decodes a fixture the way the HTTPS endpoint does for `policy`: each object read only as far
+/// as the policy's view of its kind.
+pub fn input_for(policy: &Policy, request: Value) -> ReviewInput {
+    let body = serde_json::to_vec(&review_body(request)).unwrap();
+    decode_admission_review(&body, |kind| policy.object_view(kind))
+        .unwrap()
+        .input
 }
 
 pub fn scope(cluster: ClusterGitTrackMode) -> WatchScope {
@@ -140,8 +151,16 @@ pub fn policy(
     )
 }
 
+/// The policy's outcome for a fixture decoded as the HTTPS endpoint decodes it, checked to be
+/// the outcome for the whole objects: the view the policy chose left out nothing its rules read.
 pub async fn decide(policy: &Policy, request: Value) -> ReviewOutcome {
-    policy.review(&input(request)).await
+    let outcome = policy.review(&input_for(policy, request.clone())).await;
+    let whole = policy.review(&input(request)).await;
+    assert_eq!(
+        outcome, whole,
+        "the object view changed the outcome; the rules read a field the view left out"
+    );
+    outcome
 }
 
 /// Namespace fixtures under the default domain.
