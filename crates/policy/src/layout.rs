@@ -56,7 +56,7 @@ mod unique;
 pub use crate::code::ErrorCode;
 pub use declared::{DeclaredObject, DeclaredState, Layout};
 pub use error::{SourceError, sorted as sorted_errors};
-pub use flat::{parse_flat, parse_flat_files};
+pub use flat::{FlatReader, parse_flat, parse_flat_files};
 pub use hierarchical::{parse_hierarchical, parse_hierarchical_with};
 pub use input::{Location, SourceFile};
 pub use scope::{Scope, ScopeTable, builtin_scope};

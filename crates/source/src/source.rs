@@ -10,7 +10,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use arbor_policy::layout::{
-    self, DeclaredState, ErrorCode, Layout, ScopeTable, SourceError, SourceFile,
+    self, DeclaredObject, DeclaredState, ErrorCode, FlatReader, Layout, ScopeTable, SourceError,
+    SourceFile,
 };
 
 use crate::document::parse_documents;
@@ -30,9 +31,18 @@ pub struct LoadOptions {
 
 /// Reads and validates the source at `options.sub_path` in `checkout`.
 pub fn load(checkout: &Path, options: &LoadOptions) -> Result<DeclaredState, LoadError> {
+    load_held(checkout, options, |declared| declared)
+}
+
+/// [`load`], keeping each object as `hold` makes it (see [`parse_tree_held`]).
+pub fn load_held<O>(
+    checkout: &Path,
+    options: &LoadOptions,
+    hold: impl FnMut(DeclaredObject) -> O,
+) -> Result<DeclaredState<O>, LoadError> {
     let root = resolve_sub_path(checkout, &options.sub_path)?;
     let tree = read_tree(&root)?;
-    parse_tree_with(&tree, options.layout, &options.known_scopes).map_err(LoadError::Invalid)
+    parse_tree_held(&tree, options.layout, &options.known_scopes, hold).map_err(LoadError::Invalid)
 }
 
 /// Parses every file of `tree` and validates them in `layout`.
@@ -46,18 +56,51 @@ pub fn parse_tree_with(
     layout: Layout,
     known: &ScopeTable,
 ) -> Result<DeclaredState, Vec<SourceError>> {
-    let mut files = Vec::with_capacity(tree.files.len());
+    parse_tree_held(tree, layout, known, |declared| declared)
+}
+
+/// [`parse_tree_with`], keeping each object as `hold` makes it.
+///
+/// A flat tree is validated one file at a time ([`FlatReader`]): each file's parsed documents
+/// are handed to `hold` and dropped before the next file is parsed, so the source is never
+/// held parsed all at once. A hierarchical tree is parsed whole first, since where its objects
+/// land depends on other files (namespace directories, the objects they inherit, Syncs and
+/// selectors); its objects are held once it is validated.
+pub fn parse_tree_held<O>(
+    tree: &SourceTree,
+    layout: Layout,
+    known: &ScopeTable,
+    hold: impl FnMut(DeclaredObject) -> O,
+) -> Result<DeclaredState<O>, Vec<SourceError>> {
     let mut malformed = Vec::new();
-    for file in &tree.files {
+    let parsed = tree.files.iter().filter_map(|file| {
         match parse_documents(&file.path, file.format, &file.bytes) {
-            Ok(documents) => files.push(SourceFile::new(file.path.clone(), documents)),
-            Err(error) => malformed.push(error),
+            Ok(documents) => Some(SourceFile::new(file.path.clone(), documents)),
+            Err(error) => {
+                malformed.push(error);
+                None
+            }
+        }
+    });
+    match layout {
+        Layout::Flat => {
+            let mut reader = FlatReader::new(hold);
+            // Once a file has not parsed, only parse errors are reported (see the module
+            // docs); the files after it are still parsed for theirs.
+            parsed.for_each(|file| reader.read(file));
+            if !malformed.is_empty() {
+                return Err(layout::sorted_errors(malformed));
+            }
+            reader.finish()
+        }
+        Layout::Hierarchical => {
+            let files: Vec<SourceFile> = parsed.collect();
+            if !malformed.is_empty() {
+                return Err(layout::sorted_errors(malformed));
+            }
+            layout::parse_files_with(layout, files, known).map(|state| state.hold_with(hold))
         }
     }
-    if !malformed.is_empty() {
-        return Err(layout::sorted_errors(malformed));
-    }
-    layout::parse_files_with(layout, files, known)
 }
 
 /// The directory `sub_path` names in `checkout`. It must stay inside the checkout (no absolute
@@ -174,6 +217,58 @@ mod tests {
         assert_eq!(
             codes(load(dir.path(), &options)),
             [ErrorCode::MalformedFile, ErrorCode::MalformedFile]
+        );
+    }
+
+    #[test]
+    fn a_tree_held_as_parsed_declares_what_parsing_it_whole_declares() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "flat/a.yaml", CONFIGMAP);
+        write(
+            dir.path(),
+            "flat/b.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n",
+        );
+        write(dir.path(), "twice/a.yaml", CONFIGMAP);
+        write(dir.path(), "twice/b.yaml", CONFIGMAP);
+        write(dir.path(), "broken/a.yaml", CONFIGMAP);
+        write(dir.path(), "broken/b.yaml", "kind: [");
+        write(dir.path(), "broken/c.yaml", CONFIGMAP);
+        let options = |sub_path: &str| LoadOptions {
+            layout: Layout::Flat,
+            sub_path: sub_path.into(),
+            ..LoadOptions::default()
+        };
+        let sources = |declared: DeclaredObject| declared.source;
+
+        let whole = load(dir.path(), &options("flat")).unwrap();
+        let held = load_held(dir.path(), &options("flat"), sources).unwrap();
+        assert_eq!(held.kinds, whole.kinds);
+        assert_eq!(held.namespaces, whole.namespaces);
+        let whole_sources: Vec<_> = whole
+            .objects
+            .iter()
+            .map(|(key, declared)| (key.clone(), declared.source.clone()))
+            .collect();
+        let held_sources: Vec<_> = held.objects.into_iter().collect();
+        assert_eq!(held_sources, whole_sources);
+
+        for sub_path in ["twice", "broken"] {
+            let whole = load(dir.path(), &options(sub_path))
+                .unwrap_err()
+                .to_string();
+            let held = load_held(dir.path(), &options(sub_path), sources)
+                .unwrap_err()
+                .to_string();
+            assert_eq!(held, whole, "{sub_path}");
+        }
+        assert_eq!(
+            codes(load(dir.path(), &options("twice"))),
+            [ErrorCode::DuplicateObject]
+        );
+        assert_eq!(
+            codes(load(dir.path(), &options("broken"))),
+            [ErrorCode::MalformedFile]
         );
     }
 }

@@ -2,15 +2,16 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use arbor_policy::layout::{DeclaredState, Layout, SourceError};
+use arbor_policy::layout::{Layout, SourceError};
 
 use super::error::ControllerError;
+use super::held_state::{HeldObject, HeldState};
 use crate::fetch::{
     Credentials, FetchErrorKind, FetchStop, FetchedCommit, Fetcher, GitReference, GitSource,
     SourceId,
 };
 use arbor_source::error::LoadError;
-use arbor_source::source::{LoadOptions, load};
+use arbor_source::source::{LoadOptions, load_held};
 use tokio_util::sync::CancellationToken;
 
 /// What the repository holds at the fetched commit.
@@ -18,8 +19,9 @@ use tokio_util::sync::CancellationToken;
 pub struct Loaded {
     pub commit: String,
     pub commit_time: SystemTime,
-    /// `None` when the commit is the last good one and was not parsed again.
-    pub parsed: Option<Result<DeclaredState, Vec<SourceError>>>,
+    /// `None` when the commit is the last good one and was not parsed again. Its objects are
+    /// held as gitsync keeps them from the moment each file is parsed ([`HeldObject`]).
+    pub parsed: Option<Result<HeldState, Vec<SourceError>>>,
     /// How long each step took, for the round's timing line.
     pub timings: LoadTimings,
 }
@@ -120,7 +122,7 @@ fn load_blocking(
         sub_path: request.sub_path,
         ..LoadOptions::default()
     };
-    let parsed = match load(&checkout, &options) {
+    let parsed = match load_held(&checkout, &options, HeldObject::hold) {
         Ok(state) => Ok(state),
         Err(LoadError::Invalid(errors)) => Err(errors),
         Err(error) => return Err(ControllerError::Load(format!("{id} at {commit}: {error}"))),

@@ -26,21 +26,6 @@ use serde_json::Value;
 /// A declared state whose objects are held as [`HeldObject`]s.
 pub type HeldState = DeclaredState<HeldObject>;
 
-/// Takes a parsed state in, turning its objects one by one (each parsed object is dropped
-/// once its text is written, so the two forms of the whole state never live side by side).
-pub fn hold(state: DeclaredState) -> HeldState {
-    DeclaredState {
-        layout: state.layout,
-        objects: state
-            .objects
-            .into_iter()
-            .map(|(key, declared)| (key, HeldObject::hold(declared)))
-            .collect(),
-        kinds: state.kinds,
-        namespaces: state.namespaces,
-    }
-}
-
 /// One declared object, held as its JSON text (see the module docs).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeldObject {
@@ -197,7 +182,7 @@ mod tests {
         }];
         let parsed = arbor_policy::layout::parse(arbor_policy::layout::Layout::Flat, &files)
             .expect("a valid flat tree");
-        let held = hold(parsed.clone());
+        let held = parsed.clone().hold_with(HeldObject::hold);
         assert_eq!(held.layout, parsed.layout);
         assert_eq!(held.kinds, parsed.kinds);
         assert_eq!(held.namespaces, parsed.namespaces);

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use arbor_api::keys::{ArborKeys, SourceRef};
 use arbor_api::{ClusterGitTrack, GitTrack};
-use arbor_policy::layout::{DeclaredState, SourceError};
+use arbor_policy::layout::{ScopeTable, SourceError};
 use arbor_policy::object::ObjectKey;
 use arbor_policy::sync::prune::{Claim, claim, kind_has_sync};
 use arbor_policy::sync::round::{DeclaredInput, Prune};
@@ -26,7 +26,7 @@ use kube::Api;
 use super::Context;
 use super::error::ControllerError;
 use super::fetch_and_parse::{self, LoadRequest};
-use super::held_state::{self, HeldState};
+use super::held_state::{HeldObject, HeldState};
 use super::live_objects::Snapshot;
 use super::plan::{Part, PlannedObject, Planner, Why};
 use super::round::{Observed, declared_kinds, plan_round};
@@ -121,12 +121,17 @@ pub async fn preview(
         }
         Target::Files(files) => (
             None,
-            arbor_source::source::parse_tree(&tree_of(files)?, handle.layout),
+            arbor_source::source::parse_tree_held(
+                &tree_of(files)?,
+                handle.layout,
+                &ScopeTable::default(),
+                HeldObject::hold,
+            ),
         ),
     };
     let state = match parsed {
         // Planned as a round plans: from the state as gitsync holds it.
-        Ok(state) => held_state::hold(state),
+        Ok(state) => state,
         Err(errors) => {
             return Ok(Preview {
                 commit,
@@ -190,7 +195,7 @@ async fn fetch(
     ctx: &Context,
     handle: &SourceHandle,
     revision: &str,
-) -> Result<(String, Result<DeclaredState, Vec<SourceError>>), PreviewError> {
+) -> Result<(String, Result<HeldState, Vec<SourceError>>), PreviewError> {
     let reference = if revision.is_empty() {
         handle
             .revision

@@ -36,6 +36,7 @@ use super::Context;
 use super::deletion;
 use super::error::ControllerError;
 use super::notice;
+use super::registry::Records;
 use super::round::{self, RoundResult};
 use super::shard;
 use super::source_handle::SourceHandle;
@@ -481,7 +482,7 @@ async fn undecodable_source<K: SourceKind>(
         let first = record.undecodable_generation != generation || generation.is_none();
         record.undecodable_generation = generation;
         record.good = None;
-        record.objects.clear();
+        record.objects = Records::default();
         first
     });
     if first_report {

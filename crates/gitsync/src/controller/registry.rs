@@ -38,6 +38,110 @@ pub struct ObjectRecord {
     pub last_applied: Option<SystemTime>,
 }
 
+/// The records of a source's objects, sorted by key and held in one block.
+///
+/// A round makes its records in plan order and hands them over whole ([`RecordsBuilder`]);
+/// they are read by key and in key order until the next round replaces them. A `BTreeMap`
+/// filled in plan order left its nodes about half full (at 100,000 objects, 55 MB where the
+/// records themselves take 30 MB), in small blocks the allocator kept among others after the
+/// next round freed them; one sorted block is the records' own size, and large enough to be
+/// given back to the system when it is replaced.
+#[derive(Debug, Clone, Default)]
+pub struct Records {
+    sorted: Vec<(ObjectKey, ObjectRecord)>,
+}
+
+impl Records {
+    fn position(&self, key: &ObjectKey) -> Result<usize, usize> {
+        self.sorted.binary_search_by(|(held, _)| held.cmp(key))
+    }
+
+    pub fn get(&self, key: &ObjectKey) -> Option<&ObjectRecord> {
+        let at = self.position(key).ok()?;
+        Some(&self.sorted[at].1)
+    }
+
+    pub fn get_mut(&mut self, key: &ObjectKey) -> Option<&mut ObjectRecord> {
+        let at = self.position(key).ok()?;
+        Some(&mut self.sorted[at].1)
+    }
+
+    pub fn contains_key(&self, key: &ObjectKey) -> bool {
+        self.position(key).is_ok()
+    }
+
+    /// In key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &ObjectRecord)> {
+        self.sorted.iter().map(|(key, record)| (key, record))
+    }
+
+    /// In key order.
+    pub fn values(&self) -> impl Iterator<Item = &ObjectRecord> {
+        self.sorted.iter().map(|(_, record)| record)
+    }
+
+    pub fn len(&self) -> usize {
+        self.sorted.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sorted.is_empty()
+    }
+}
+
+/// [`Records`] as a round makes them: in any order, a key recorded again replacing what it
+/// recorded before (as a map's insert does).
+#[derive(Debug, Default)]
+pub struct RecordsBuilder {
+    made: Vec<(ObjectKey, ObjectRecord)>,
+}
+
+impl RecordsBuilder {
+    /// Room for `records` records, made once (a vector grown by doubling holds up to twice
+    /// what it needs).
+    pub fn with_capacity(records: usize) -> Self {
+        Self {
+            made: Vec::with_capacity(records),
+        }
+    }
+
+    pub fn insert(&mut self, key: ObjectKey, record: ObjectRecord) {
+        self.made.push((key, record));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.made.is_empty()
+    }
+
+    /// Sorted by key; of records made for the same key, the last.
+    pub fn finish(self) -> Records {
+        let mut sorted = self.made;
+        // Stable, so that records of one key stay in the order they were made.
+        sorted.sort_by(|(a, _), (b, _)| a.cmp(b));
+        sorted.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                std::mem::swap(later, kept);
+            }
+            same
+        });
+        sorted.shrink_to_fit();
+        Records { sorted }
+    }
+}
+
+impl<'a> IntoIterator for &'a Records {
+    type Item = (&'a ObjectKey, &'a ObjectRecord);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (ObjectKey, ObjectRecord)>,
+        fn(&'a (ObjectKey, ObjectRecord)) -> (&'a ObjectKey, &'a ObjectRecord),
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.sorted.iter().map(|(key, record)| (key, record))
+    }
+}
+
 /// Where a record's object is declared. Applied forms are made when asked, never kept: kept
 /// for every object they were the largest part of gitsync's memory (at 10,000 objects, more
 /// than the declarations they are made from).
@@ -110,7 +214,7 @@ pub struct SourceRecord {
     pub deletion_policy: DeletionPolicy,
     pub good: Option<GoodState>,
     /// Declared objects, keyed with the namespace they land in.
-    pub objects: BTreeMap<ObjectKey, ObjectRecord>,
+    pub objects: Records,
     pub status: GitSourceStatus,
     /// Completed rounds.
     pub rounds: u64,
@@ -334,6 +438,62 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn config_map(name: &str) -> ObjectKey {
+        ObjectKey {
+            group_kind: GroupKind::new("", "ConfigMap"),
+            namespace: Some("team-a".into()),
+            name: name.into(),
+        }
+    }
+
+    fn record(message: &'static str) -> ObjectRecord {
+        ObjectRecord {
+            gvk: GroupVersionKind::from_api_version("v1", "ConfigMap"),
+            file: "cms.yaml".into(),
+            inherited_from: None,
+            declared: Declared::AsWritten(Arc::new(Value::Null)),
+            compare_fields: Vec::new(),
+            state: ObjectState::InSync,
+            message: Cow::Borrowed(message),
+            decision: None,
+            last_applied: None,
+        }
+    }
+
+    #[test]
+    fn records_made_in_any_order_are_read_by_key_and_in_key_order() {
+        let mut made = RecordsBuilder::with_capacity(4);
+        for name in ["c", "a", "d", "b"] {
+            made.insert(config_map(name), record("made"));
+        }
+        let records = made.finish();
+        let names: Vec<&str> = records.iter().map(|(key, _)| key.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c", "d"]);
+        assert_eq!(records.len(), 4);
+        assert!(records.contains_key(&config_map("d")));
+        assert!(!records.contains_key(&config_map("e")));
+        assert!(records.get(&config_map("e")).is_none());
+        assert_eq!(records.get(&config_map("b")).unwrap().message, "made");
+    }
+
+    #[test]
+    fn a_key_recorded_again_keeps_its_last_record() {
+        let mut made = RecordsBuilder::with_capacity(5);
+        made.insert(config_map("b"), record("first"));
+        made.insert(config_map("a"), record("only"));
+        made.insert(config_map("b"), record("second"));
+        made.insert(config_map("c"), record("only"));
+        made.insert(config_map("b"), record("third"));
+        let mut records = made.finish();
+        let read: Vec<(&str, &str)> = records
+            .iter()
+            .map(|(key, record)| (key.name.as_str(), record.message.as_ref()))
+            .collect();
+        assert_eq!(read, [("a", "only"), ("b", "third"), ("c", "only")]);
+        records.get_mut(&config_map("c")).unwrap().message = Cow::Borrowed("changed");
+        assert_eq!(records.get(&config_map("c")).unwrap().message, "changed");
+    }
 
     #[test]
     fn a_round_that_read_no_state_of_a_source_that_synced_before_knows_nothing() {

@@ -21,12 +21,12 @@ use serde_json::Value;
 use super::Context;
 use super::error::{self, ControllerError};
 use super::fetch_and_parse::{self, LoadRequest};
-use super::held_state::{self, HeldState};
+use super::held_state::HeldState;
 use super::live_objects::Snapshot;
 use super::notice;
 use super::object_status::{self, Attempt, in_sync_condition};
 use super::plan::{Part, Plan, PlannedObject, Planner, Why, crd_kinds, is_crd};
-use super::registry::{Declared, GoodState, ObjectRecord, ObjectState};
+use super::registry::{Declared, GoodState, ObjectRecord, ObjectState, RecordsBuilder};
 use super::source_handle::SourceHandle;
 use super::status::{Changes, Counters, Outcome, RoundReport};
 use super::tracking::{self, InventoryRead, Tracked};
@@ -222,7 +222,7 @@ pub async fn run(ctx: &Context, handle: &SourceHandle) -> RoundResult {
         (StateToSync::New, Some(Ok(state)), _) => (
             GoodState {
                 commit: loaded.commit.clone(),
-                state: Arc::new(held_state::hold(state)),
+                state: Arc::new(state),
             },
             Vec::new(),
             Some((loaded.commit.clone(), loaded.commit_time)),
@@ -375,7 +375,7 @@ struct Known<'a> {
 /// What a round has done so far.
 struct Tally {
     /// Until [`Sync::publish`] hands them to the registry.
-    records: BTreeMap<ObjectKey, ObjectRecord>,
+    records: RecordsBuilder,
     /// How many records are in each state, counted when they are published.
     by_state: Vec<(ObjectState, usize)>,
     errors: Vec<SourceError>,
@@ -478,7 +478,7 @@ async fn sync(
             listed: kinds.keys().cloned().collect(),
         },
         tally: Tally {
-            records: BTreeMap::new(),
+            records: RecordsBuilder::with_capacity(state.objects.len()),
             by_state: Vec::new(),
             errors: parse_errors,
             ignored_files: BTreeMap::new(),
@@ -1281,7 +1281,7 @@ impl Sync<'_> {
     /// Hands the round's records to the registry, keeping only how many are in each state (a
     /// copy of every record would live beside the registry's until the round ends).
     fn publish(&mut self) {
-        let records = std::mem::take(&mut self.tally.records);
+        let records = std::mem::take(&mut self.tally.records).finish();
         self.tally.by_state = ObjectState::ALL
             .iter()
             .map(|state| {

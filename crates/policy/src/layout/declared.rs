@@ -89,6 +89,25 @@ impl<O> Default for DeclaredState<O> {
     }
 }
 
+impl DeclaredState {
+    /// The same state with each object as `hold` makes it, one object at a time (each parsed
+    /// object is dropped once `hold` has taken it, so the two forms of the whole state never
+    /// live side by side).
+    pub fn hold_with<O>(self, hold: impl FnMut(DeclaredObject) -> O) -> DeclaredState<O> {
+        let mut hold = hold;
+        DeclaredState {
+            layout: self.layout,
+            objects: self
+                .objects
+                .into_iter()
+                .map(|(key, declared)| (key, hold(declared)))
+                .collect(),
+            kinds: self.kinds,
+            namespaces: self.namespaces,
+        }
+    }
+}
+
 impl<O> DeclaredState<O> {
     /// The objects that land in `namespace`.
     pub fn in_namespace<'a>(

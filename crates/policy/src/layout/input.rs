@@ -45,8 +45,6 @@ impl Location {
 /// An object that has an `apiVersion`, a `kind` and a valid `metadata.name`.
 #[derive(Debug, Clone)]
 pub(crate) struct Identified<'a> {
-    /// The index of its file among those identified.
-    pub file: usize,
     pub location: Location,
     pub gvk: GroupVersionKind,
     pub name: String,
@@ -69,13 +67,13 @@ impl Identified<'_> {
 pub(crate) fn identify(files: &[SourceFile]) -> (Vec<Identified<'_>>, Vec<SourceError>) {
     let mut objects = Vec::new();
     let mut errors = Vec::new();
-    for (index, file) in files.iter().enumerate() {
+    for file in files {
         for (document, value) in file.documents.iter().enumerate() {
             let location = Location {
                 path: file.path.as_str().into(),
                 document,
             };
-            match identify_one(index, location, value) {
+            match identify_one(location, value) {
                 Ok(identified) => objects.push(identified),
                 Err(error) => errors.push(error),
             }
@@ -84,11 +82,7 @@ pub(crate) fn identify(files: &[SourceFile]) -> (Vec<Identified<'_>>, Vec<Source
     (objects, errors)
 }
 
-fn identify_one(
-    file: usize,
-    location: Location,
-    value: &Value,
-) -> Result<Identified<'_>, SourceError> {
+fn identify_one(location: Location, value: &Value) -> Result<Identified<'_>, SourceError> {
     let missing = |what: &str| {
         SourceError::at_object(
             ErrorCode::MissingIdentity,
@@ -107,7 +101,6 @@ fn identify_one(
     let name = object::name(value).ok_or_else(|| missing("object has no metadata.name"))?;
     let valid = names::name_for_kind(&gvk.group, &gvk.kind, name);
     let identified = Identified {
-        file,
         gvk,
         name: name.to_owned(),
         value,
