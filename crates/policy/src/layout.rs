@@ -1,7 +1,8 @@
 //! Source layouts: from the parsed files of a git tree to the state it declares (seeds/000).
 //!
 //! This module is pure: it receives already-parsed documents with their file paths (reading and
-//! parsing files is `arbor-gitsync`'s job) and returns either the complete [`DeclaredState`] or
+//! parsing files is `arbor-source`'s job; a flat tree may be given one file at a time,
+//! [`FlatReader`]) and returns either the complete [`DeclaredState`] or
 //! every [`SourceError`] found, each with a stable [`ErrorCode`], its file and its object. A tree
 //! with any error declares nothing, so a controller keeps the last good state and never deletes
 //! on a broken commit.

@@ -16,7 +16,7 @@ use arbor_policy::layout::{
 
 use crate::document::parse_documents;
 use crate::error::LoadError;
-use crate::files::{SourceTree, read_tree, under};
+use crate::files::{RawFile, SourceTree, read_tree, under};
 
 /// Which part of a checkout is the source, and how it is laid out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -73,32 +73,44 @@ pub fn parse_tree_held<O>(
     hold: impl FnMut(DeclaredObject) -> O,
 ) -> Result<DeclaredState<O>, Vec<SourceError>> {
     let mut malformed = Vec::new();
-    let parsed = tree.files.iter().filter_map(|file| {
-        match parse_documents(&file.path, file.format, &file.bytes) {
-            Ok(documents) => Some(SourceFile::new(file.path.clone(), documents)),
-            Err(error) => {
-                malformed.push(error);
-                None
-            }
-        }
-    });
     match layout {
         Layout::Flat => {
             let mut reader = FlatReader::new(hold);
-            // Once a file has not parsed, only parse errors are reported (see the module
-            // docs); the files after it are still parsed for theirs.
-            parsed.for_each(|file| reader.read(file));
+            for file in &tree.files {
+                // Once a file has not parsed, only parse errors are reported (see the module
+                // docs): the files after it are parsed for theirs, and not held.
+                if let Some(file) = parse_file(file, &mut malformed)
+                    && malformed.is_empty()
+                {
+                    reader.read(file);
+                }
+            }
             if !malformed.is_empty() {
                 return Err(layout::sorted_errors(malformed));
             }
             reader.finish()
         }
         Layout::Hierarchical => {
-            let files: Vec<SourceFile> = parsed.collect();
+            let files: Vec<SourceFile> = tree
+                .files
+                .iter()
+                .filter_map(|file| parse_file(file, &mut malformed))
+                .collect();
             if !malformed.is_empty() {
                 return Err(layout::sorted_errors(malformed));
             }
             layout::parse_files_with(layout, files, known).map(|state| state.hold_with(hold))
+        }
+    }
+}
+
+/// The documents of `file`, or `None` with its error added to `malformed`.
+fn parse_file(file: &RawFile, malformed: &mut Vec<SourceError>) -> Option<SourceFile> {
+    match parse_documents(&file.path, file.format, &file.bytes) {
+        Ok(documents) => Some(SourceFile::new(file.path.clone(), documents)),
+        Err(error) => {
+            malformed.push(error);
+            None
         }
     }
 }

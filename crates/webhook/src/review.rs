@@ -13,7 +13,13 @@
 //! [`Policy::object_view`](crate::Policy::object_view)): a GitTrackObject's owners and a
 //! Namespace's tree labels are in its metadata, so its spec (a whole manifest, for a
 //! GitTrackObject) is skipped without being built; a kind whose spec a rule reads, or any kind
-//! under drift prevention, is read whole.
+//! under drift prevention, is read whole. What is skipped is checked for JSON syntax only: a
+//! number out of range or a lone surrogate in a skipped spec is not refused (the API server,
+//! which has decoded the object before it asks, never sends one).
+//!
+//! The envelope and the request's fields are read as typed fields, so a key given twice there
+//! is refused (`duplicate field`); inside an object, as in the JSON the API server stores, the
+//! last value of a repeated key counts.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -88,8 +94,11 @@ pub enum DecodeError {
     NoRequest,
     #[error("request.{field} is not a JSON object or null")]
     ObjectNotAMap { field: &'static str },
-    #[error("the AdmissionReview's request is malformed: {0}")]
-    MalformedRequest(serde_json::Error),
+    /// `field` is where in the review (`request.uid`, `request.object`); `reason` says what is
+    /// wrong there, without serde's line and column, which count from the start of the part
+    /// read, not of the body.
+    #[error("the AdmissionReview's {field} is malformed: {reason}")]
+    MalformedRequest { field: String, reason: String },
 }
 
 /// A decoded AdmissionReview: the allowing answer to it (which carries its uid and types) and
@@ -186,7 +195,16 @@ pub fn decode_admission_review(
         return Err(DecodeError::NoRequest);
     };
     let request: Request<'_> =
-        serde_json::from_str(request.get()).map_err(DecodeError::MalformedRequest)?;
+        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(request.get()))
+            .map_err(|error| {
+                let path = error.path().to_string();
+                let field = if path == "." {
+                    "request".to_owned()
+                } else {
+                    format!("request.{path}")
+                };
+                malformed(field, error.inner())
+            })?;
     let view = view(&request.kind);
     let object = read_object(request.object, "object", view)?;
     let old_object = read_object(request.old_object, "oldObject", view)?;
@@ -234,7 +252,19 @@ fn read_object(
         ObjectView::Whole => serde_json::from_str(raw.get()),
         ObjectView::Metadata => serde_json::from_str::<MetadataOnly>(raw.get()).map(|m| m.0),
     };
-    object.map(Some).map_err(DecodeError::MalformedRequest)
+    object
+        .map(Some)
+        .map_err(|error| malformed(format!("request.{field}"), &error))
+}
+
+/// [`DecodeError::MalformedRequest`] at `field`, with serde's reason without its position.
+fn malformed(field: String, error: &serde_json::Error) -> DecodeError {
+    let reason = error.to_string();
+    let reason = match reason.rsplit_once(" at line ") {
+        Some((reason, _)) if error.line() > 0 => reason.to_owned(),
+        _ => reason,
+    };
+    DecodeError::MalformedRequest { field, reason }
 }
 
 /// An object built for [`ObjectView::Metadata`]: its `apiVersion`, `kind` and `metadata`, as
@@ -499,5 +529,48 @@ mod tests {
                 assert!(error.contains(field), "{error:?} lacks {field:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_malformed_request_names_the_field_without_a_position() {
+        let mut wrong_uid = request();
+        wrong_uid["uid"] = json!(1);
+        let error = decode_admission_review(&review(wrong_uid), |_| ObjectView::Whole)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("request.uid is malformed"), "{error}");
+        assert!(!error.contains("line"), "{error}");
+
+        let mut wrong_kind = request();
+        wrong_kind["kind"]["kind"] = json!(["ConfigMap"]);
+        let error = decode_admission_review(&review(wrong_kind), |_| ObjectView::Whole)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("request.kind.kind is malformed"), "{error}");
+
+        let body = String::from_utf8(review(request()))
+            .unwrap()
+            .replace(r#""oldObject":{"#, r#""oldObject":{"spec":{"n":1e400},"#);
+        let error = decode_admission_review(body.as_bytes(), |_| ObjectView::Whole)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("request.oldObject is malformed"), "{error}");
+        assert!(!error.contains("line"), "{error}");
+        // Under the metadata view the skipped spec is checked for syntax only.
+        assert!(decode_admission_review(body.as_bytes(), |_| ObjectView::Metadata).is_ok());
+    }
+
+    #[test]
+    fn the_allowing_answer_is_the_one_kube_makes_from_the_request() {
+        let body = review(request());
+        let decoded = decode_admission_review(&body, |_| ObjectView::Whole).unwrap();
+        let review: kube::core::admission::AdmissionReview<kube::core::DynamicObject> =
+            serde_json::from_slice(&body).unwrap();
+        let request: kube::core::admission::AdmissionRequest<kube::core::DynamicObject> =
+            review.try_into().unwrap();
+        assert_eq!(
+            serde_json::to_value(decoded.response().into_review()).unwrap(),
+            serde_json::to_value(AdmissionResponse::from(&request).into_review()).unwrap()
+        );
     }
 }

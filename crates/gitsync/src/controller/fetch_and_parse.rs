@@ -31,6 +31,7 @@ pub struct Loaded {
 pub struct LoadTimings {
     pub fetch: Duration,
     pub checkout: Duration,
+    /// Parsing the files and holding their objects ([`HeldObject::hold`]), done together.
     pub parse: Duration,
 }
 

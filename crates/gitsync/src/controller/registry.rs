@@ -72,7 +72,7 @@ impl Records {
 
     /// In key order.
     pub fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &ObjectRecord)> {
-        self.sorted.iter().map(|(key, record)| (key, record))
+        self.into_iter()
     }
 
     /// In key order.
@@ -107,10 +107,6 @@ impl RecordsBuilder {
 
     pub fn insert(&mut self, key: ObjectKey, record: ObjectRecord) {
         self.made.push((key, record));
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.made.is_empty()
     }
 
     /// Sorted by key; of records made for the same key, the last.

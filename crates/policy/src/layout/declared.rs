@@ -93,8 +93,7 @@ impl DeclaredState {
     /// The same state with each object as `hold` makes it, one object at a time (each parsed
     /// object is dropped once `hold` has taken it, so the two forms of the whole state never
     /// live side by side).
-    pub fn hold_with<O>(self, hold: impl FnMut(DeclaredObject) -> O) -> DeclaredState<O> {
-        let mut hold = hold;
+    pub fn hold_with<O>(self, mut hold: impl FnMut(DeclaredObject) -> O) -> DeclaredState<O> {
         DeclaredState {
             layout: self.layout,
             objects: self
