@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use arbor_api::condition::reasons;
+use arbor_policy::object;
 use arbor_policy::propagation::{CycleReport, PropagationRules};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::core::ApiResource;
@@ -78,16 +79,19 @@ impl Context {
         let _ = synced.wait_for(|synced| *synced).await;
     }
 
-    /// Records an object this controller just wrote, before its watch event arrives: a
+    /// Records an object this controller just wrote in place of `replaced` (the object the
+    /// write was planned from, `None` when there was none), before its watch event arrives: a
     /// reconcile triggered meanwhile then sees it in place instead of writing it again. The
-    /// namespaces it touches are triggered as the watch event would have.
-    pub fn observe_written(&self, object: Value) {
-        send_triggers(&self.triggers, self.index.apply_object(object));
+    /// namespaces it touches are triggered as the watch event would have. Unless the watch
+    /// has already said something newer of it ([`Index::apply_written`]).
+    pub fn observe_written(&self, object: Value, replaced: Option<&Value>) {
+        let replaced = replaced.and_then(|r| object::str_at(r, &["metadata", "resourceVersion"]));
+        send_triggers(&self.triggers, self.index.apply_written(object, replaced));
     }
 
     /// Records an object this controller just deleted (see [`Context::observe_written`]).
     pub fn observe_deleted(&self, object: &Value) {
-        send_triggers(&self.triggers, self.index.delete_object(object));
+        send_triggers(&self.triggers, self.index.delete_written(object));
     }
 
     /// Publishes an event, logging (never failing the reconcile) when that is not possible.

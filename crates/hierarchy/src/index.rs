@@ -165,6 +165,49 @@ impl Index {
         state.touched_by_object_in(&namespace)
     }
 
+    /// An object this controller wrote, before the watch delivers it. `replaced` is the
+    /// resourceVersion of the object the write was planned from (`None`: there was none).
+    ///
+    /// Taken only while the index still holds what the write replaced. Otherwise the watch has
+    /// delivered something of this object since the write was planned (the write itself, or a
+    /// change after it, such as someone editing a copy the moment it was made), and what the
+    /// watch said stands: putting the written object over it would make the index believe an
+    /// older state, and no event would come to correct it.
+    pub fn apply_written(&self, object: Value, replaced: Option<&str>) -> BTreeSet<String> {
+        let Some((namespace, id)) = identity(&object) else {
+            return BTreeSet::new();
+        };
+        let mut state = self.write();
+        let objects = state.objects.entry(namespace.clone()).or_default();
+        let still_replaced = match (objects.get(&id).map(resource_version), replaced) {
+            (None, None) => true,
+            (Some(Some(held)), Some(replaced)) => held == replaced,
+            _ => false,
+        };
+        if !still_replaced || objects.get(&id) == Some(&object) {
+            return BTreeSet::new();
+        }
+        objects.insert(id, object);
+        state.touched_by_object_in(&namespace)
+    }
+
+    /// An object this controller deleted, before the watch delivers it: removed only while
+    /// the index holds the version deleted (see [`Index::apply_written`]).
+    pub fn delete_written(&self, object: &Value) -> BTreeSet<String> {
+        let Some((namespace, id)) = identity(object) else {
+            return BTreeSet::new();
+        };
+        let mut state = self.write();
+        let Some(objects) = state.objects.get_mut(&namespace) else {
+            return BTreeSet::new();
+        };
+        if objects.get(&id).map(resource_version) != Some(resource_version(object)) {
+            return BTreeSet::new();
+        }
+        objects.remove(&id);
+        state.touched_by_object_in(&namespace)
+    }
+
     /// An object of a watched kind was deleted.
     pub fn delete_object(&self, object: &Value) -> BTreeSet<String> {
         let Some((namespace, id)) = identity(object) else {
@@ -354,6 +397,10 @@ impl IndexState {
     }
 }
 
+fn resource_version(object: &Value) -> Option<&str> {
+    arbor_policy::object::str_at(object, &["metadata", "resourceVersion"])
+}
+
 fn identity(object: &Value) -> Option<(String, (GroupKind, String))> {
     let key = ObjectKey::of(object).ok()?;
     Some((
@@ -386,6 +433,59 @@ mod tests {
 
     fn names(list: &[&str]) -> BTreeSet<String> {
         list.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn versioned(namespace: &str, name: &str, version: &str, value: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"namespace": namespace, "name": name, "resourceVersion": version},
+               "data": {"value": value}})
+    }
+
+    fn held_value(index: &Index, name: &str) -> Option<Value> {
+        index
+            .object("child", &GroupKind::new("", "Secret"), name)
+            .map(|object| object["data"]["value"].clone())
+    }
+
+    #[test]
+    fn a_write_is_taken_only_while_the_index_holds_what_it_replaced() {
+        let index = Index::new(&keys());
+        index.apply_namespace(ns("child"));
+
+        // The watch has not caught up: the written copy stands in for its event.
+        assert_eq!(
+            index.apply_written(versioned("child", "new", "5", "good"), None),
+            names(&["child"])
+        );
+        assert_eq!(held_value(&index, "new"), Some(json!("good")));
+
+        // A copy made, then edited by someone, and both events delivered before the write's
+        // answer is recorded: the edit stands (recording the write would hide it for good).
+        index.apply_object(versioned("child", "edited", "7", "good"));
+        index.apply_object(versioned("child", "edited", "8", "tampered"));
+        assert!(
+            index
+                .apply_written(versioned("child", "edited", "7", "good"), None)
+                .is_empty()
+        );
+        assert_eq!(held_value(&index, "edited"), Some(json!("tampered")));
+
+        // An update planned from version 8: taken while 8 is held, not once 9 has come.
+        index.apply_written(versioned("child", "edited", "9", "good"), Some("8"));
+        assert_eq!(held_value(&index, "edited"), Some(json!("good")));
+        index.apply_object(versioned("child", "edited", "10", "tampered again"));
+        index.apply_written(versioned("child", "edited", "11", "good"), Some("9"));
+        assert_eq!(held_value(&index, "edited"), Some(json!("tampered again")));
+
+        // A delete removes only the version it deleted.
+        assert!(
+            index
+                .delete_written(&versioned("child", "edited", "9", "good"))
+                .is_empty()
+        );
+        assert!(held_value(&index, "edited").is_some());
+        index.delete_written(&versioned("child", "edited", "10", "tampered again"));
+        assert!(held_value(&index, "edited").is_none());
     }
 
     #[test]

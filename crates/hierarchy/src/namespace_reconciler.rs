@@ -126,8 +126,8 @@ async fn reconcile_namespace(
             })
         };
         let written = match &planned.action {
-            CopyAction::Create(copy) => write_copy(context, "create", copy).await,
-            CopyAction::Update(copy) => write_copy(context, "update", copy).await,
+            CopyAction::Create(copy) => write_copy(context, "create", copy, live()).await,
+            CopyAction::Update(copy) => write_copy(context, "update", copy, live()).await,
             CopyAction::Delete => match live() {
                 Some(live) => delete_copy(context, live).await,
                 None => Ok(()),
@@ -262,7 +262,7 @@ async fn annotate_generated(context: &Context, view: &NamespaceView) -> Vec<Writ
             },
         });
         match context.writer.apply_object("annotate", &partial).await {
-            Ok(stored) => context.observe_written(stored),
+            Ok(stored) => context.observe_written(stored, Some(object)),
             Err(error) => failures.push(error),
         }
     }
@@ -302,13 +302,15 @@ async fn report_blocked_copy(context: &Context, live: &Value, upstream: &str) {
 /// The reason (Event, metric) when an object that is not a copy keeps a copy out.
 pub const COPY_BLOCKED: &str = "CopyBlocked";
 
+/// Writes `copy` in place of `live` (what the index held of it when the write was planned).
 async fn write_copy(
     context: &Context,
     action: &'static str,
     copy: &Value,
+    live: Option<&Value>,
 ) -> Result<(), WriteError> {
     let stored = context.writer.apply_object(action, copy).await?;
-    context.observe_written(stored);
+    context.observe_written(stored, live);
     context.metrics.copy_written(action);
     tracing::info!(action, object = %copy_name(copy), "propagated");
     Ok(())
