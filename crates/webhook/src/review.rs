@@ -194,17 +194,11 @@ pub fn decode_admission_review(
     let Some(request) = envelope.request.filter(|raw| raw.get().starts_with('{')) else {
         return Err(DecodeError::NoRequest);
     };
-    let request: Request<'_> =
-        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(request.get()))
-            .map_err(|error| {
-                let path = error.path().to_string();
-                let field = if path == "." {
-                    "request".to_owned()
-                } else {
-                    format!("request.{path}")
-                };
-                malformed(field, error.inner())
-            })?;
+    let request: Request<'_> = match serde_json::from_str(request.get()) {
+        Ok(request) => request,
+        // Read again to name the field: tracking the path costs every request a little.
+        Err(_) => return Err(malformed_request(request.get())),
+    };
     let view = view(&request.kind);
     let object = read_object(request.object, "object", view)?;
     let old_object = read_object(request.old_object, "oldObject", view)?;
@@ -255,6 +249,27 @@ fn read_object(
     object
         .map(Some)
         .map_err(|error| malformed(format!("request.{field}"), &error))
+}
+
+/// Why `request` (which did not decode) is malformed, naming the field.
+fn malformed_request(request: &str) -> DecodeError {
+    let read: Result<Request<'_>, _> =
+        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(request));
+    match read {
+        Ok(_) => DecodeError::MalformedRequest {
+            field: "request".to_owned(),
+            reason: "it does not decode".to_owned(),
+        },
+        Err(error) => {
+            let path = error.path().to_string();
+            let field = if path == "." {
+                "request".to_owned()
+            } else {
+                format!("request.{path}")
+            };
+            malformed(field, error.inner())
+        }
+    }
 }
 
 /// [`DecodeError::MalformedRequest`] at `field`, with serde's reason without its position.
