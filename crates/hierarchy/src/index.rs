@@ -153,16 +153,7 @@ impl Index {
 
     /// An object of a watched kind was added or changed.
     pub fn apply_object(&self, object: Value) -> BTreeSet<String> {
-        let Some((namespace, id)) = identity(&object) else {
-            return BTreeSet::new();
-        };
-        let mut state = self.write();
-        let objects = state.objects.entry(namespace.clone()).or_default();
-        if objects.get(&id) == Some(&object) {
-            return BTreeSet::new();
-        }
-        objects.insert(id, object);
-        state.touched_by_object_in(&namespace)
+        self.put(object, |_| true)
     }
 
     /// An object this controller wrote, before the watch delivers it. `replaced` is the
@@ -174,26 +165,47 @@ impl Index {
     /// watch said stands: putting the written object over it would make the index believe an
     /// older state, and no event would come to correct it.
     pub fn apply_written(&self, object: Value, replaced: Option<&str>) -> BTreeSet<String> {
+        self.put(object, |held| {
+            match (held.map(resource_version), replaced) {
+                (None, None) => true,
+                (Some(Some(held)), Some(replaced)) => held == replaced,
+                _ => false,
+            }
+        })
+    }
+
+    /// An object of a watched kind was deleted.
+    pub fn delete_object(&self, object: &Value) -> BTreeSet<String> {
+        self.take_out(object, |_| true)
+    }
+
+    /// An object this controller deleted, before the watch delivers it: removed only while
+    /// the index holds the version deleted (see [`Index::apply_written`]).
+    pub fn delete_written(&self, object: &Value) -> BTreeSet<String> {
+        self.take_out(object, |held| {
+            resource_version(held) == resource_version(object)
+        })
+    }
+
+    /// Stores `object` when `over` accepts what the index holds of it (`None`: nothing); the
+    /// namespaces touched, none when nothing changed.
+    fn put(&self, object: Value, over: impl FnOnce(Option<&Value>) -> bool) -> BTreeSet<String> {
         let Some((namespace, id)) = identity(&object) else {
             return BTreeSet::new();
         };
         let mut state = self.write();
         let objects = state.objects.entry(namespace.clone()).or_default();
-        let still_replaced = match (objects.get(&id).map(resource_version), replaced) {
-            (None, None) => true,
-            (Some(Some(held)), Some(replaced)) => held == replaced,
-            _ => false,
-        };
-        if !still_replaced || objects.get(&id) == Some(&object) {
+        let held = objects.get(&id);
+        if held == Some(&object) || !over(held) {
             return BTreeSet::new();
         }
         objects.insert(id, object);
         state.touched_by_object_in(&namespace)
     }
 
-    /// An object this controller deleted, before the watch delivers it: removed only while
-    /// the index holds the version deleted (see [`Index::apply_written`]).
-    pub fn delete_written(&self, object: &Value) -> BTreeSet<String> {
+    /// Removes what the index holds of `object` when `held` accepts it; the namespaces
+    /// touched, none when nothing was removed.
+    fn take_out(&self, object: &Value, held: impl FnOnce(&Value) -> bool) -> BTreeSet<String> {
         let Some((namespace, id)) = identity(object) else {
             return BTreeSet::new();
         };
@@ -201,29 +213,11 @@ impl Index {
         let Some(objects) = state.objects.get_mut(&namespace) else {
             return BTreeSet::new();
         };
-        if objects.get(&id).map(resource_version) != Some(resource_version(object)) {
+        if !objects.get(&id).is_some_and(held) {
             return BTreeSet::new();
         }
         objects.remove(&id);
         state.touched_by_object_in(&namespace)
-    }
-
-    /// An object of a watched kind was deleted.
-    pub fn delete_object(&self, object: &Value) -> BTreeSet<String> {
-        let Some((namespace, id)) = identity(object) else {
-            return BTreeSet::new();
-        };
-        let mut state = self.write();
-        let removed = state
-            .objects
-            .get_mut(&namespace)
-            .and_then(|objects| objects.remove(&id))
-            .is_some();
-        if removed {
-            state.touched_by_object_in(&namespace)
-        } else {
-            BTreeSet::new()
-        }
     }
 
     /// The objects of one kind after a (re)list: they replace what the index held of that kind.
