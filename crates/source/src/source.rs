@@ -76,26 +76,24 @@ pub fn parse_tree_held<O>(
     match layout {
         Layout::Flat => {
             let mut reader = FlatReader::new(hold);
-            for file in &tree.files {
+            parse_in_order(&tree.files, |parsed| match parsed {
                 // Once a file has not parsed, only parse errors are reported (see the module
                 // docs): the files after it are parsed for theirs, and not held.
-                if let Some(file) = parse_file(file, &mut malformed)
-                    && malformed.is_empty()
-                {
-                    reader.read(file);
-                }
-            }
+                Ok(file) if malformed.is_empty() => reader.read(file),
+                Ok(_) => {}
+                Err(error) => malformed.push(error),
+            });
             if !malformed.is_empty() {
                 return Err(layout::sorted_errors(malformed));
             }
             reader.finish()
         }
         Layout::Hierarchical => {
-            let files: Vec<SourceFile> = tree
-                .files
-                .iter()
-                .filter_map(|file| parse_file(file, &mut malformed))
-                .collect();
+            let mut files = Vec::with_capacity(tree.files.len());
+            parse_in_order(&tree.files, |parsed| match parsed {
+                Ok(file) => files.push(file),
+                Err(error) => malformed.push(error),
+            });
             if !malformed.is_empty() {
                 return Err(layout::sorted_errors(malformed));
             }
@@ -104,15 +102,71 @@ pub fn parse_tree_held<O>(
     }
 }
 
-/// The documents of `file`, or `None` with its error added to `malformed`.
-fn parse_file(file: &RawFile, malformed: &mut Vec<SourceError>) -> Option<SourceFile> {
-    match parse_documents(&file.path, file.format, &file.bytes) {
-        Ok(documents) => Some(SourceFile::new(file.path.clone(), documents)),
-        Err(error) => {
-            malformed.push(error);
-            None
-        }
+/// The documents of `file`.
+fn parse_file(file: &RawFile) -> Result<SourceFile, SourceError> {
+    parse_documents(&file.path, file.format, &file.bytes)
+        .map(|documents| SourceFile::new(file.path.clone(), documents))
+}
+
+/// The most threads a tree is parsed on.
+const MAX_PARSERS: usize = 4;
+
+/// A tree smaller than this is parsed on the calling thread: starting threads would cost more
+/// than they save.
+const PARALLEL_FROM_BYTES: usize = 256 * 1024;
+
+/// Parses `files`, handing each file's result to `each` in the files' order.
+///
+/// A large tree is parsed on one thread per core (up to [`MAX_PARSERS`]), file `i` on thread
+/// `i % threads`, while the calling thread takes the results in order: parsing a 100,000-object
+/// source is most of a round before its first write, and the cluster is idle meanwhile. Each
+/// thread parses at most one file ahead of the one it has handed on, so about two files per
+/// thread are held parsed at once (one, parsing on the calling thread).
+fn parse_in_order(files: &[RawFile], each: impl FnMut(Result<SourceFile, SourceError>)) {
+    let bytes: usize = files.iter().map(|file| file.bytes.len()).sum();
+    let threads = if bytes < PARALLEL_FROM_BYTES {
+        1
+    } else {
+        std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(MAX_PARSERS)
+    };
+    parse_in_order_on(files, threads, each);
+}
+
+/// [`parse_in_order`] on `threads` threads (the calling thread alone for one).
+fn parse_in_order_on(
+    files: &[RawFile],
+    threads: usize,
+    mut each: impl FnMut(Result<SourceFile, SourceError>),
+) {
+    let threads = threads.min(files.len());
+    if threads <= 1 {
+        files.iter().map(parse_file).for_each(each);
+        return;
     }
+    std::thread::scope(|scope| {
+        let results: Vec<_> = (0..threads)
+            .map(|first| {
+                let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+                scope.spawn(move || {
+                    for file in files.iter().skip(first).step_by(threads) {
+                        if sender.send(parse_file(file)).is_err() {
+                            break;
+                        }
+                    }
+                });
+                receiver
+            })
+            .collect();
+        for index in 0..files.len() {
+            // A thread stops sending early only by panicking; the scope then re-raises it.
+            let Ok(parsed) = results[index % threads].recv() else {
+                break;
+            };
+            each(parsed);
+        }
+    });
 }
 
 /// The directory `sub_path` names in `checkout`. It must stay inside the checkout (no absolute
@@ -230,6 +284,76 @@ mod tests {
             codes(load(dir.path(), &options)),
             [ErrorCode::MalformedFile, ErrorCode::MalformedFile]
         );
+    }
+
+    #[test]
+    fn files_parsed_on_several_threads_are_handed_on_in_order() {
+        let configmap = |index: usize| {
+            format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{index}\n")
+        };
+        let files: Vec<RawFile> = (0..11)
+            .map(|file| RawFile {
+                path: format!("file-{file:02}.yaml"),
+                format: crate::document::Format::Yaml,
+                bytes: if file % 4 == 2 {
+                    b"kind: [".to_vec()
+                } else {
+                    (0..50)
+                        .map(|object| configmap(file * 50 + object))
+                        .collect::<String>()
+                        .into_bytes()
+                },
+            })
+            .collect();
+        let outline = |parsed: Result<SourceFile, SourceError>| match parsed {
+            Ok(file) => format!("{} {}", file.path, file.documents.len()),
+            Err(error) => error.to_string(),
+        };
+        let mut alone = Vec::new();
+        parse_in_order_on(&files, 1, |parsed| alone.push(outline(parsed)));
+        assert_eq!(alone.len(), 11);
+        assert!(alone[2].contains("file-02.yaml"), "{}", alone[2]);
+        for threads in [2, 3, 4, 16] {
+            let mut shared = Vec::new();
+            parse_in_order_on(&files, threads, |parsed| shared.push(outline(parsed)));
+            assert_eq!(shared, alone, "{threads} threads");
+        }
+    }
+
+    #[test]
+    fn a_large_tree_declares_what_it_declares_parsed_on_one_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = |file: usize| {
+            (0..400)
+                .map(|object| {
+                    format!(
+                        "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{file}-{object}\n  namespace: team\ndata:\n  value: {}\n",
+                        "x".repeat(40)
+                    )
+                })
+                .collect::<String>()
+        };
+        for file in 0..8 {
+            write(dir.path(), &format!("large/f{file}.yaml"), &text(file));
+        }
+        let options = LoadOptions {
+            layout: Layout::Flat,
+            sub_path: "large".into(),
+            ..LoadOptions::default()
+        };
+        let tree = read_tree(&dir.path().join("large")).unwrap();
+        let bytes: usize = tree.files.iter().map(|file| file.bytes.len()).sum();
+        assert!(
+            bytes >= PARALLEL_FROM_BYTES,
+            "the tree is parsed in parallel"
+        );
+        let state = load(dir.path(), &options).unwrap();
+        assert_eq!(state.objects.len(), 8 * 400);
+        let mut sequential = Vec::new();
+        parse_in_order_on(&tree.files, 1, |parsed| sequential.push(parsed.unwrap()));
+        let whole =
+            layout::parse_files_with(Layout::Flat, sequential, &ScopeTable::default()).unwrap();
+        assert_eq!(state, whole);
     }
 
     #[test]
