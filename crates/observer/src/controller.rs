@@ -45,8 +45,8 @@ use crate::manifest;
 use crate::observer::{self, ObserverContext, ObserverSpec};
 use crate::registry::{AppKey, LifecycleEvent};
 use crate::status::{ApplicationOutcome, apply_status, to_json};
-use arbor_runtime::decode::{DecodeFailures, api_resource, decode, object_name};
-use kube::api::DynamicObject;
+use arbor_runtime::compact_object::CompactObject;
+use arbor_runtime::decode::{DecodeFailures, api_resource, decode_compact, object_name};
 
 /// How long a failed reconcile waits before it is retried.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
@@ -84,7 +84,7 @@ impl std::fmt::Debug for Context {
 /// the shard up. A reconcile ended that way ([`Error::ShardLeft`]) is a normal outcome, not a
 /// failure: it is logged with its reason and not retried here, since the shard's next holder
 /// (this replica again, once it regains the shard, looks at every Application) carries on.
-pub async fn reconcile(object: Arc<DynamicObject>, context: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(object: Arc<CompactObject>, context: Arc<Context>) -> Result<Action, Error> {
     let _counted = InFlight::count(&context.observers.registry.metrics().reconciles_in_flight);
     let uid = object.metadata.uid.as_deref().unwrap_or_default();
     let shard = context.observers.shards.shard_of(uid);
@@ -101,22 +101,22 @@ pub async fn reconcile(object: Arc<DynamicObject>, context: Arc<Context>) -> Res
         .await;
     match outcome {
         Some(Err(error)) if error.is_shard_left() => {
-            tracing::info!(application = %object_name(&object), shard, reason = %error, "reconcile ended before its next write; the shard's next holder carries on");
+            tracing::info!(application = %object_name(&*object), shard, reason = %error, "reconcile ended before its next write; the shard's next holder carries on");
             Ok(Action::await_change())
         }
         Some(outcome) => outcome,
         None => {
-            tracing::info!(application = %object_name(&object), shard, "reconcile cut off: the shard's Lease is no longer this replica's");
+            tracing::info!(application = %object_name(&*object), shard, "reconcile cut off: the shard's Lease is no longer this replica's");
             Ok(Action::await_change())
         }
     }
 }
 
 async fn reconcile_admitted(
-    object: Arc<DynamicObject>,
+    object: Arc<CompactObject>,
     context: Arc<Context>,
 ) -> Result<Action, Error> {
-    let application = match decode::<Application>(&object) {
+    let application = match decode_compact::<Application>(&object) {
         Ok(application) => Arc::new(application),
         Err(error) => {
             context
@@ -124,7 +124,7 @@ async fn reconcile_admitted(
                 .report(
                     &context.recorder,
                     &api_resource::<Application>(),
-                    &object,
+                    &*object,
                     &error,
                 )
                 .await;
@@ -185,12 +185,12 @@ impl Drop for InFlight {
 
 /// Failed reconciles are counted and retried after a pause.
 pub fn error_policy(
-    application: Arc<DynamicObject>,
+    application: Arc<CompactObject>,
     error: &Error,
     context: Arc<Context>,
 ) -> Action {
     context.observers.registry.metrics().reconcile_errors.inc();
-    tracing::warn!(application = %object_name(&application), %error, "reconcile failed; retrying");
+    tracing::warn!(application = %object_name(&*application), %error, "reconcile failed; retrying");
     Action::requeue(RETRY_AFTER)
 }
 

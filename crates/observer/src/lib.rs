@@ -61,6 +61,7 @@ use arbor_policy::object::GroupVersionKind;
 use arbor_proto::v1::observer_service_server::ObserverServiceServer;
 use arbor_proto::v1::sync_service_client::SyncServiceClient;
 use arbor_runtime::admin::{Readiness, ReadyGate};
+use arbor_runtime::compact_object::CompactObject;
 use arbor_runtime::shutdown::Drained;
 use arbor_runtime::{Component, LostLease, Shutdown};
 use futures::StreamExt;
@@ -187,15 +188,17 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
 
     let registry = ObserverRegistry::new(metrics.clone(), shutdown.clone());
     let (drift, _) = broadcast::channel(1024);
-    // Dynamic objects, decoded one by one in the reconcile: one Application of the wrong shape
-    // never stops the watch of the others. The cache keeps them without managedFields: nothing
-    // here reads who wrote which field, and with two managers writing the manifests into the
-    // status they are a large part of every Application.
+    // Compact objects (metadata typed, the rest as JSON text), decoded one by one in the
+    // reconcile: one Application of the wrong shape never stops the watch of the others, and
+    // the cache holds each Application in a tenth of the memory of a JSON tree. The cache keeps
+    // them without managedFields: nothing here reads who wrote which field, and with two
+    // managers writing the manifests into the status they are a large part of every
+    // Application.
     let resource = arbor_runtime::decode::api_resource::<Application>();
     let cache = reflector::store::Writer::new(resource.clone());
     let applications = cache.as_reader();
     let watched = watcher::watcher(
-        Api::<kube::api::DynamicObject>::all_with(client.clone(), &resource),
+        Api::<CompactObject>::all_with(client.clone(), &resource),
         watcher::Config::default(),
     )
     .modify(|application| application.metadata.managed_fields = None);
@@ -300,10 +303,7 @@ pub async fn start(mut component: Component, config: Config) -> Result<Running, 
 /// same store (`delay_tasks_until`) and is polled again on each watch event, so it usually is
 /// that last task. Once the store is ready the result is memoised, so the next poll here
 /// returns at once.
-async fn open_when_synced(
-    store: kube::runtime::reflector::Store<kube::api::DynamicObject>,
-    ready: ReadyGate,
-) {
+async fn open_when_synced(store: kube::runtime::reflector::Store<CompactObject>, ready: ReadyGate) {
     loop {
         match tokio::time::timeout(Duration::from_millis(50), store.wait_until_ready()).await {
             Ok(Ok(())) => return ready.open(),

@@ -10,10 +10,10 @@ use arbor_proto::v1::{
     ApplicationSummary, DriftEvent, FieldDifference, GetObservationRequest, GetObservationResponse,
     ListApplicationsRequest, ListApplicationsResponse, WatchDriftRequest,
 };
-use arbor_runtime::decode::decode;
+use arbor_runtime::compact_object::CompactObject;
+use arbor_runtime::decode::decode_compact;
 use futures::{Stream, StreamExt};
 use kube::ResourceExt;
-use kube::api::DynamicObject;
 use kube::runtime::reflector::Store;
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -27,7 +27,7 @@ use crate::registry::{AppKey, ObserverRegistry};
 /// The service, reading the controller's cache of Applications and its observers.
 #[derive(Debug, Clone)]
 pub struct ObserverGrpc {
-    applications: Store<DynamicObject>,
+    applications: Store<CompactObject>,
     registry: ObserverRegistry,
     drift: broadcast::Sender<DriftEvent>,
     /// Ends WatchDrift streams, so that they do not hold up the server's shutdown.
@@ -38,7 +38,7 @@ impl ObserverGrpc {
     /// `applications` is the controller's cache, of dynamic objects: one that does not decode
     /// is left out of the answers (the controller reports it).
     pub fn new(
-        applications: Store<DynamicObject>,
+        applications: Store<CompactObject>,
         registry: ObserverRegistry,
         drift: broadcast::Sender<DriftEvent>,
         shutdown: CancellationToken,
@@ -56,7 +56,7 @@ impl ObserverGrpc {
         self.applications
             .state()
             .iter()
-            .filter_map(|object| decode::<Application>(object).ok())
+            .filter_map(|object| decode_compact::<Application>(object).ok())
             .collect()
     }
 

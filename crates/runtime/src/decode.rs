@@ -7,8 +7,9 @@
 //! server stores such objects whenever the CRD's schema lets it, so a controller must expect
 //! them.
 //!
-//! Controllers therefore watch [`DynamicObject`]s (only `metadata` must decode, and the API
-//! server guarantees its shape) and decode each object with [`decode`] when they reconcile it.
+//! Controllers therefore watch [`DynamicObject`]s or [`CompactObject`]s (only `metadata` must
+//! decode, and the API server guarantees its shape) and decode each object with [`decode`] or
+//! [`decode_compact`] when they reconcile it.
 //! An object that does not decode is reported by [`DecodeFailures::report`]: a warn log line
 //! naming it and the field, a Warning Event on it, and the `arbor_<component>_undecodable_objects`
 //! counter; then it is skipped and every other object of the kind goes on being reconciled.
@@ -22,6 +23,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::compact_object::CompactObject;
 
 /// The Event reason of an object that does not decode.
 pub const UNDECODABLE_REASON: &str = "Undecodable";
@@ -44,9 +48,10 @@ pub fn api_resource<K: Resource<DynamicType = ()>>() -> ApiResource {
 }
 
 /// `namespace/name` of an object, or `name` when it has no namespace.
-pub fn object_name(object: &DynamicObject) -> String {
-    let name = object.metadata.name.as_deref().unwrap_or_default();
-    match object.metadata.namespace.as_deref() {
+pub fn object_name(object: &impl Resource) -> String {
+    let meta = object.meta();
+    let name = meta.name.as_deref().unwrap_or_default();
+    match meta.namespace.as_deref() {
         Some(namespace) => format!("{namespace}/{name}"),
         None => name.to_owned(),
     }
@@ -57,14 +62,29 @@ pub fn decode<K>(object: &DynamicObject) -> Result<K, DecodeError>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
+    decode_tree(object_name(object), serde_json::to_value(object))
+}
+
+/// [`decode`] for an object cached as a [`CompactObject`].
+pub fn decode_compact<K>(object: &CompactObject) -> Result<K, DecodeError>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned,
+{
+    decode_tree(object_name(object), object.to_value(&api_resource::<K>()))
+}
+
+/// Decodes the JSON tree of the object `name` into `K`.
+fn decode_tree<K>(name: String, tree: serde_json::Result<Value>) -> Result<K, DecodeError>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned,
+{
     let fail = |path: String, message: String| DecodeError {
         kind: K::kind(&()).into_owned(),
-        object: object_name(object),
+        object: name.clone(),
         path,
         message,
     };
-    let mut value =
-        serde_json::to_value(object).map_err(|error| fail(".".into(), error.to_string()))?;
+    let mut value = tree.map_err(|error| fail(".".into(), error.to_string()))?;
     // Watch events of a typed list may leave them out; the Rust types require them.
     if let Some(fields) = value.as_object_mut() {
         fields
@@ -140,7 +160,7 @@ impl DecodeFailures {
         &self,
         recorder: &Recorder,
         resource: &ApiResource,
-        object: &DynamicObject,
+        object: &impl Resource<DynamicType = ApiResource>,
         error: &DecodeError,
     ) {
         tracing::warn!(

@@ -32,6 +32,7 @@ pub mod allocator;
 pub mod api_error;
 pub mod authz;
 pub mod client;
+pub mod compact_object;
 pub mod component;
 pub mod decode;
 pub mod discovery;

@@ -589,10 +589,10 @@ fn retry_source<K: SourceKind>(
     ctx: Arc<Context>,
 ) -> Action {
     if ended_by_stop(error) {
-        tracing::info!(kind = %K::kind(&()), source = %object_name(&source), %error, "reconcile ended early: this replica stops or gave the source's shard up; its next holder reconciles it");
+        tracing::info!(kind = %K::kind(&()), source = %object_name(&*source), %error, "reconcile ended early: this replica stops or gave the source's shard up; its next holder reconciles it");
         return Action::await_change();
     }
-    tracing::warn!(kind = %K::kind(&()), source = %object_name(&source), %error, "reconcile failed");
+    tracing::warn!(kind = %K::kind(&()), source = %object_name(&*source), %error, "reconcile failed");
     ctx.metrics.count_error(error.code());
     Action::requeue(RETRY)
 }
