@@ -21,7 +21,7 @@
 //! bound to `cluster-admin` by a ClusterRoleBinding for the test, as the emulator without
 //! RBAC lets every user do everything. The webhook listens on `ARBOR_E2E_WEBHOOK_HOST`.
 //!
-//! The binaries are the ones built in `target/<profile>/` (see [`bin`]); unlike
+//! The binaries are the ones built in `target/<profile>/` (see `bin`); unlike
 //! [`crate::binary`], nothing here runs cargo, so a test never waits for a build that other
 //! work in the same target directory holds the lock of.
 

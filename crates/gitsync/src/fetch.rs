@@ -36,7 +36,7 @@
 //! only bound for an https server that accepts a connection and never answers).
 //!
 //! A fetch can also be stopped at once ([`FetchStop`], when its replica stops): the caller
-//! stops waiting within [`STOP_POLL`], the relay cuts the connections and the progress
+//! stops waiting within `STOP_POLL`, the relay cuts the connections and the progress
 //! callbacks abort the transfer, so the fetch fails as on a broken connection. Nothing it left
 //! is trusted by the next fetch: libgit2 moves no ref and indexes no pack of a failed fetch,
 //! and `refs/arbor/fetched` is set only once the commit is in the cache.
@@ -195,7 +195,7 @@ impl Fetcher {
         self.fetch_unless_stopped(source, &FetchStop::default())
     }
 
-    /// [`Fetcher::fetch`], given up within [`STOP_POLL`] once `stop` is set
+    /// [`Fetcher::fetch`], given up within `STOP_POLL` once `stop` is set
     /// ([`FetchErrorKind::Stopped`]).
     pub fn fetch_unless_stopped(
         &self,

@@ -149,7 +149,7 @@ impl ObserverRegistry {
     /// Runs `observer(token)` as the observer of `key`, an Application of shard `shard` of
     /// `shards`; it must end when `token` is cancelled, which it is when the observer is
     /// stopped, its shard is left or the replica begins to stop. An observer still registered
-    /// for `key` is cancelled first and waited for ([`Self::end`]): a status write it has in
+    /// for `key` is cancelled first and waited for (`end`): a status write it has in
     /// flight lands before the new observer can write, never after. No observer starts for a
     /// shard this replica does not hold, which it holds none of once it is stopping.
     pub async fn start<F>(
@@ -224,7 +224,7 @@ impl ObserverRegistry {
         Some(task)
     }
 
-    /// Stops `key`'s observer, if one runs, and waits until it ended ([`Self::end`]).
+    /// Stops `key`'s observer, if one runs, and waits until it ended (`end`).
     pub async fn stop(&self, key: &AppKey) {
         let task = {
             let mut entries = self.lock();
@@ -263,7 +263,7 @@ impl ObserverRegistry {
     }
 
     /// Stops the observers of every shard of `shards` this replica no longer holds, all
-    /// cancelled at once and then waited for ([`Self::end`]), and returns how many.
+    /// cancelled at once and then waited for (`end`), and returns how many.
     pub async fn stop_shards_left(&self, shards: &Shards) -> usize {
         let left: Vec<(AppKey, ObserverTask)> = {
             let mut entries = self.lock();

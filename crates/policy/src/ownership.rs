@@ -14,7 +14,7 @@
 //!   the reason in the seed's words. The webhook judges ownerReferences with it.
 //! - [`watch`]: both Controller Reconcile Matrices, and [`WatchScope::from_flags`], which
 //!   combines the flags and refuses the combinations the seed rules out.
-//! - [`reference`]: [`OwningSourceKind::named_by`], which Arbor source an ownerReference names (group
+//! - [`mod@reference`]: [`OwningSourceKind::named_by`], which Arbor source an ownerReference names (group
 //!   and kind), asked by the webhook and by gitsync; [`TrackingHolder::of`], whose a tracking
 //!   object is (the source's, another controller's, nobody's); tests
 //!   `tests/ownership_reference.rs`.

@@ -1,9 +1,11 @@
 //! # arbor-runtime
 //!
 //! The wiring that every Arbor binary shares, so that each `main.rs` only parses its own flags
-//! and hands a [`Runtime`]-built context to its controller:
+//! and hands the context [`component::Component`] builds to its controller:
 //!
 //! - [`api_error`]: API server errors rendered as kube-apiserver's Status message;
+//! - [`compact_object`]: a watched object held small in a cache (metadata typed, the rest as
+//!   JSON text), for kinds a controller caches whole;
 //! - [`component`]: the start-up sequence of a controller process, built on the rest;
 //! - [`decode`]: watching a kind as dynamic objects and decoding each one, so that one object
 //!   of the wrong shape is reported and skipped instead of stopping the kind's watch;

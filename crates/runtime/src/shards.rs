@@ -2,14 +2,14 @@
 //!
 //! With `--shards 1` (the default) nothing here runs: the component's one Lease decides which
 //! replica works, as always. With `N > 1` every replica works, each on the objects of the
-//! shards it holds; an object's shard is [`shard_of`](arbor_policy::shards::shard_of) its uid.
+//! shards it holds; an object's shard is [`arbor_policy::shards::shard_of`] its uid.
 //!
 //! ## The Leases
 //!
 //! - `<component>-shard-<i>` for each shard `i`: its holder works on the shard;
 //! - `<component>-member-<identity>` for each replica: it says the replica is alive, so a
 //!   replica that holds nothing yet (just started) still counts when the others compute their
-//!   fair share ([`plan_moves`](arbor_policy::shards::plan_moves)) and give up their surplus.
+//!   fair share ([`arbor_policy::shards::plan_moves`]) and give up their surplus.
 //!
 //! Every renew interval the manager lists the namespace's Leases once, judges each holder's
 //! expiry by its own clock ([`LeaderElector::observe`]), asks the policy which shards to keep,

@@ -7,7 +7,7 @@
 //!   the operators' certificate Secret), for arborctl's way in through a kubeconfig alone;
 //! - [`crds`]: the committed CRD YAML installed as a user installs it, and a CRD loosened so
 //!   that the API server stores objects the controllers cannot read;
-//! - [`bench`]: the one table shape of every benchmark's figures (measured, baseline, target);
+//! - [`mod@bench`]: the one table shape of every benchmark's figures (measured, baseline, target);
 //! - [`memory`]: a running process's peak and current resident memory, from `/proc`;
 //! - [`source`] and [`shared`]: the end-to-end suite's existing cluster (from the environment),
 //!   taken in turns by the tests and left as it was found;

@@ -1,6 +1,6 @@
 //! Where drift prevention learns what git declares for an object.
 //!
-//! In a cluster that is arbor-gitsync's `SyncService.GetDeclared` ([`crate::gitsync`]); the
+//! In a cluster that is arbor-gitsync's `SyncService.GetDeclared` ([`crate::gitsync_client`]); the
 //! trait lets the decision code be exercised without a server.
 
 use arbor_policy::sync::CompareFields;

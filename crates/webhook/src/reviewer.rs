@@ -5,10 +5,10 @@
 //!
 //! | kind | operations | rule |
 //! |---|---|---|
-//! | `arbor.dev` GitTrackObject, ClusterGitTrackObject | CREATE, UPDATE | ownership matrix ([`rules::ownership`]) |
-//! | `arbor.dev` GitTrack, ClusterGitTrack | CREATE, UPDATE | spec validation ([`rules::sources`]) |
-//! | core Namespace, `arbor.dev` SubNamespace | CREATE, UPDATE, DELETE | namespace tree ([`rules::namespaces`]) |
-//! | any kind, with `--prevent-drift` | CREATE, UPDATE, DELETE | drift prevention ([`rules::drift`]) |
+//! | `arbor.dev` GitTrackObject, ClusterGitTrackObject | CREATE, UPDATE | ownership matrix ([`crate::rules::ownership`]) |
+//! | `arbor.dev` GitTrack, ClusterGitTrack | CREATE, UPDATE | spec validation ([`crate::rules::sources`]) |
+//! | core Namespace, `arbor.dev` SubNamespace | CREATE, UPDATE, DELETE | namespace tree ([`crate::rules::namespaces`]) |
+//! | any kind, with `--prevent-drift` | CREATE, UPDATE, DELETE | drift prevention ([`crate::rules::drift`]) |
 //!
 //! Subresources other than the main resource (`status`, `scale`) are not judged by the kind
 //! rules: they do not change owners, specs or tree labels. Drift prevention does judge `scale`,

@@ -1,7 +1,7 @@
 //! The HTTPS admission endpoint.
 //!
 //! One path, [`VALIDATE_PATH`] (`POST /validate`), answers every validating webhook the chart
-//! registers; [`crate::policy`] chooses the rules by the request's kind. An `admission.k8s.io/v1`
+//! registers; [`crate::reviewer::Policy`] chooses the rules by the request's kind. An `admission.k8s.io/v1`
 //! AdmissionReview comes in and one goes out with the same uid.
 //!
 //! Nothing a client sends can crash or hang the server:

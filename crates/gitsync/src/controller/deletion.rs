@@ -1,5 +1,5 @@
 //! Deleting a source: a prune of its whole inventory, planned by
-//! [`plan_deletion`](arbor_policy::sync::prune::plan_deletion).
+//! [`arbor_policy::sync::prune::plan_deletion`].
 //!
 //! Every source carries gitsync's finalizer, so its tracking objects outlive it until this
 //! module has decided about each: `deletionPolicy: Orphan` (the default) lets them go and

@@ -2,7 +2,7 @@
 //!
 //! A full round compares every declared object with its live object; listing each kind once
 //! (in the GitTrack's namespace, or cluster-wide for a ClusterGitTrack) costs one request per
-//! kind instead of one per object, read in pages ([`for_each_page`]).
+//! kind instead of one per object, read in pages (`for_each_page`).
 
 use std::collections::{BTreeMap, HashMap};
 

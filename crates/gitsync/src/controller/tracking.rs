@@ -173,7 +173,7 @@ pub struct Inventory {
 /// Where a source's tracking objects are read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InventoryRead {
-    /// The watches, once they show this replica's earlier writes ([`tracking_store`]). Only
+    /// The watches, once they show this replica's earlier writes ([`tracking_store`](super::tracking_store)). Only
     /// where every write the store could be missing is this replica's own: a source whose
     /// tracking objects a round here has listed since this replica took it on.
     Watch,
