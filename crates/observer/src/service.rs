@@ -35,7 +35,7 @@ pub struct ObserverGrpc {
 }
 
 impl ObserverGrpc {
-    /// `applications` is the controller's cache, of dynamic objects: one that does not decode
+    /// `applications` is the controller's cache, of compact objects: one that does not decode
     /// is left out of the answers (the controller reports it).
     pub fn new(
         applications: Store<CompactObject>,
@@ -51,13 +51,30 @@ impl ObserverGrpc {
         }
     }
 
-    /// The cached Applications that decode.
-    fn applications(&self) -> Vec<Application> {
+    /// The cached Applications in `namespace` (every namespace when empty) that decode, each
+    /// decoded only once it is chosen by its metadata and dropped before the next is decoded.
+    fn summaries(&self, namespace: &str) -> Vec<ApplicationSummary> {
         self.applications
             .state()
             .iter()
+            .filter(|object| {
+                namespace.is_empty() || object.metadata.namespace.as_deref() == Some(namespace)
+            })
             .filter_map(|object| decode_compact::<Application>(object).ok())
+            .map(|application| self.summary(&application))
             .collect()
+    }
+
+    /// The cached Application `namespace/name`, if it is cached and decodes.
+    fn application(&self, namespace: &str, name: &str) -> Option<Application> {
+        self.applications
+            .state()
+            .iter()
+            .find(|object| {
+                object.metadata.namespace.as_deref() == Some(namespace)
+                    && object.metadata.name.as_deref() == Some(name)
+            })
+            .and_then(|object| decode_compact::<Application>(object).ok())
     }
 
     fn summary(&self, application: &Application) -> ApplicationSummary {
@@ -89,14 +106,7 @@ impl ObserverService for ObserverGrpc {
         request: Request<ListApplicationsRequest>,
     ) -> Result<Response<ListApplicationsResponse>, Status> {
         let namespace = request.into_inner().namespace;
-        let mut applications: Vec<ApplicationSummary> = self
-            .applications()
-            .iter()
-            .filter(|application| {
-                namespace.is_empty() || application.namespace().as_deref() == Some(&namespace)
-            })
-            .map(|application| self.summary(application))
-            .collect();
+        let mut applications = self.summaries(&namespace);
         applications.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         Ok(Response::new(ListApplicationsResponse { applications }))
     }
@@ -107,12 +117,7 @@ impl ObserverService for ObserverGrpc {
     ) -> Result<Response<GetObservationResponse>, Status> {
         let request = request.into_inner();
         let application = self
-            .applications()
-            .into_iter()
-            .find(|application| {
-                application.namespace().as_deref() == Some(request.namespace.as_str())
-                    && application.name_any() == request.name
-            })
+            .application(&request.namespace, &request.name)
             .ok_or_else(|| {
                 Status::not_found(format!(
                     "no Application {}/{}",

@@ -109,17 +109,19 @@ impl<'de> Visitor<'de> for CompactVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CompactObject, A::Error> {
         let (mut api_version, mut kind, mut metadata) = (None, None, None);
         let mut rest = Map::new();
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(key) = map.next_key::<String>()? {
             // A repeated key keeps its last value, as the API server's JSON decoding does.
-            match key.as_ref() {
+            match key.as_str() {
                 "apiVersion" => api_version = Some(map.next_value::<String>()?),
                 "kind" => kind = Some(map.next_value::<String>()?),
                 "metadata" => metadata = Some(map.next_value::<ObjectMeta>()?),
                 _ => {
-                    rest.insert(key.into_owned(), map.next_value::<Value>()?);
+                    rest.insert(key, map.next_value::<Value>()?);
                 }
             }
         }
+        // The API server sends both or neither (a watch of a typed list may leave them out);
+        // the resource watched names them then.
         let types = match (api_version, kind) {
             (Some(api_version), Some(kind)) => Some(TypeMeta { api_version, kind }),
             _ => None,
@@ -127,7 +129,9 @@ impl<'de> Visitor<'de> for CompactVisitor {
         let rest = serde_json::value::to_raw_value(&rest).map_err(de::Error::custom)?;
         Ok(CompactObject {
             types,
-            metadata: metadata.ok_or_else(|| de::Error::missing_field("metadata"))?,
+            // As for a DynamicObject: an item without metadata must not fail its whole list
+            // (and with it the watch of every object of the kind).
+            metadata: metadata.unwrap_or_default(),
             rest,
         })
     }
@@ -200,11 +204,12 @@ mod tests {
     }
 
     #[test]
-    fn an_object_without_metadata_is_refused() {
-        let error = serde_json::from_value::<CompactObject>(json!({"kind": "Application"}))
-            .unwrap_err()
-            .to_string();
-        assert!(error.contains("missing field `metadata`"), "{error}");
+    fn an_object_without_metadata_reads_as_a_dynamic_object_does_and_a_non_object_is_refused() {
+        let compact: CompactObject =
+            serde_json::from_value(json!({"kind": "Application", "spec": {}})).unwrap();
+        let dynamic: kube::api::DynamicObject =
+            serde_json::from_value(json!({"kind": "Application", "spec": {}})).unwrap();
+        assert_eq!(compact.metadata, dynamic.metadata);
         let error = serde_json::from_value::<CompactObject>(json!(["not", "an", "object"]))
             .unwrap_err()
             .to_string();

@@ -217,6 +217,28 @@ mod tests {
     }
 
     #[test]
+    fn a_compact_object_decodes_and_names_the_field_that_does_not_fit() {
+        let compact =
+            |value: serde_json::Value| -> CompactObject { serde_json::from_value(value).unwrap() };
+        let object = compact(json!({
+            "metadata": {"name": "settings", "namespace": "foo"},
+            "data": {"key": ["not", "a", "string"]},
+        }));
+        let error = decode_compact::<ConfigMap>(&object).unwrap_err();
+        assert_eq!(
+            (error.path.as_str(), error.object.as_str()),
+            ("data.key", "foo/settings")
+        );
+        let object = compact(json!({
+            "metadata": {"name": "settings", "namespace": "foo"},
+            "data": {"key": "value"},
+        }));
+        let configmap = decode_compact::<ConfigMap>(&object).unwrap();
+        assert_eq!(configmap.data.unwrap()["key"], "value");
+        assert_eq!(configmap.metadata.name.as_deref(), Some("settings"));
+    }
+
+    #[test]
     fn a_good_object_decodes() {
         let object = dynamic(json!({
             "metadata": {"name": "settings", "namespace": "foo"},

@@ -8,6 +8,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arbor_policy::layout::{
     self, DeclaredObject, DeclaredState, ErrorCode, FlatReader, Layout, ScopeTable, SourceError,
@@ -62,8 +63,8 @@ pub fn parse_tree_with(
 /// [`parse_tree_with`], keeping each object as `hold` makes it.
 ///
 /// A flat tree is validated one file at a time ([`FlatReader`]): each file's parsed documents
-/// are handed to `hold` and dropped before the next file is parsed, so the source is never
-/// held parsed all at once. A hierarchical tree is parsed whole first, since where its objects
+/// are handed to `hold` and dropped, in file order, while the parse threads are at most a file
+/// ahead each ([`parse_in_order`]), so the source is never held parsed all at once. A hierarchical tree is parsed whole first, since where its objects
 /// land depends on other files (namespace directories, the objects they inherit, Syncs and
 /// selectors); its objects are held once it is validated.
 pub fn parse_tree_held<O>(
@@ -108,33 +109,57 @@ fn parse_file(file: &RawFile) -> Result<SourceFile, SourceError> {
         .map(|documents| SourceFile::new(file.path.clone(), documents))
 }
 
-/// The most threads a tree is parsed on.
+/// The most threads parsing in this process at once, whatever the number of trees parsed.
 const MAX_PARSERS: usize = 4;
+
+/// Parse threads running in this process.
+static PARSERS_RUNNING: AtomicUsize = AtomicUsize::new(0);
 
 /// A tree smaller than this is parsed on the calling thread: starting threads would cost more
 /// than they save.
 const PARALLEL_FROM_BYTES: usize = 256 * 1024;
 
-/// Parses `files`, handing each file's result to `each` in the files' order.
-///
-/// A large tree is parsed on one thread per core (up to [`MAX_PARSERS`]), file `i` on thread
-/// `i % threads`, while the calling thread takes the results in order: parsing a 100,000-object
-/// source is most of a round before its first write, and the cluster is idle meanwhile. Each
-/// thread parses at most one file ahead of the one it has handed on, so about two files per
-/// thread are held parsed at once (one, parsing on the calling thread).
-fn parse_in_order(files: &[RawFile], each: impl FnMut(Result<SourceFile, SourceError>)) {
-    let bytes: usize = files.iter().map(|file| file.bytes.len()).sum();
-    let threads = if bytes < PARALLEL_FROM_BYTES {
-        1
-    } else {
-        std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .min(MAX_PARSERS)
-    };
-    parse_in_order_on(files, threads, each);
+/// Parse threads claimed for one tree, given back when dropped.
+struct ParserClaim(usize);
+
+impl ParserClaim {
+    /// Up to `wanted` threads, as many as keep the process within [`MAX_PARSERS`].
+    fn up_to(wanted: usize) -> ParserClaim {
+        let mut claimed = 0;
+        let _ = PARSERS_RUNNING.fetch_update(Ordering::AcqRel, Ordering::Acquire, |running| {
+            claimed = wanted.min(MAX_PARSERS.saturating_sub(running));
+            Some(running + claimed)
+        });
+        ParserClaim(claimed)
+    }
 }
 
-/// [`parse_in_order`] on `threads` threads (the calling thread alone for one).
+impl Drop for ParserClaim {
+    fn drop(&mut self) {
+        PARSERS_RUNNING.fetch_sub(self.0, Ordering::AcqRel);
+    }
+}
+
+/// Parses `files`, handing each file's result to `each` in the files' order.
+///
+/// A large tree is parsed on one thread per core, file `i` on thread `i % threads`, while the
+/// calling thread takes the results in order: parsing a 100,000-object source is most of a
+/// round before its first write, and the cluster is idle meanwhile. The threads of every tree
+/// parsed at once count against one limit ([`MAX_PARSERS`]); a tree that finds none free is
+/// parsed on the calling thread. Each thread parses at most one file ahead of the one it has
+/// handed on, so about two files per thread are held parsed at once (one, parsing on the
+/// calling thread).
+fn parse_in_order(files: &[RawFile], each: impl FnMut(Result<SourceFile, SourceError>)) {
+    let bytes: usize = files.iter().map(|file| file.bytes.len()).sum();
+    if bytes < PARALLEL_FROM_BYTES {
+        return parse_in_order_on(files, 1, each);
+    }
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let claim = ParserClaim::up_to(cores.min(files.len()));
+    parse_in_order_on(files, claim.0, each);
+}
+
+/// [`parse_in_order`] on `threads` threads (the calling thread alone for one or none).
 fn parse_in_order_on(
     files: &[RawFile],
     threads: usize,
@@ -146,25 +171,32 @@ fn parse_in_order_on(
         return;
     }
     std::thread::scope(|scope| {
-        let results: Vec<_> = (0..threads)
+        let (results, parsers): (Vec<_>, Vec<_>) = (0..threads)
             .map(|first| {
                 let (sender, receiver) = std::sync::mpsc::sync_channel(1);
-                scope.spawn(move || {
+                let parser = scope.spawn(move || {
                     for file in files.iter().skip(first).step_by(threads) {
                         if sender.send(parse_file(file)).is_err() {
                             break;
                         }
                     }
                 });
-                receiver
+                (receiver, parser)
             })
-            .collect();
+            .unzip();
         for index in 0..files.len() {
-            // A thread stops sending early only by panicking; the scope then re-raises it.
+            // A thread stops sending early only by panicking; its panic is raised below.
             let Ok(parsed) = results[index % threads].recv() else {
                 break;
             };
             each(parsed);
+        }
+        // Unblocks any thread still sending, so that every one ends.
+        drop(results);
+        for parser in parsers {
+            if let Err(panic) = parser.join() {
+                std::panic::resume_unwind(panic);
+            }
         }
     });
 }
@@ -321,7 +353,20 @@ mod tests {
     }
 
     #[test]
-    fn a_large_tree_declares_what_it_declares_parsed_on_one_thread() {
+    fn the_parse_threads_of_every_tree_count_against_one_limit() {
+        let first = ParserClaim::up_to(MAX_PARSERS);
+        let second = ParserClaim::up_to(MAX_PARSERS);
+        assert!(first.0 + second.0 <= MAX_PARSERS);
+        let (first_claimed, second_claimed) = (first.0, second.0);
+        drop(first);
+        let third = ParserClaim::up_to(first_claimed);
+        assert!(second_claimed + third.0 <= MAX_PARSERS);
+        drop((second, third));
+        assert!(PARSERS_RUNNING.load(Ordering::Acquire) <= MAX_PARSERS);
+    }
+
+    #[test]
+    fn a_tree_parsed_on_several_threads_declares_what_it_declares_parsed_on_one() {
         let dir = tempfile::tempdir().unwrap();
         let text = |file: usize| {
             (0..400)

@@ -1,8 +1,8 @@
 //! What every source in scope reports on the cluster, for decisions that must not depend on
 //! which replica ran which round.
 //!
-//! With `--shards`, a replica runs the rounds of its own shards only, so its [`Registry`](super::registry::Registry)
-//! (super::Registry) knows what those sources declare and nothing of the others. Every round,
+//! With `--shards`, a replica runs the rounds of its own shards only, so its
+//! [`Registry`](super::registry::Registry) knows what those sources declare and nothing of the others. Every round,
 //! wherever it ran, writes its management conflicts to its source's status (`ARB3020`, naming
 //! the object): a source that declares an object another source holds says so there. The
 //! source controllers watch every source of their kind, whatever its shard, and their caches are
