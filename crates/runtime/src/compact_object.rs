@@ -21,8 +21,8 @@ use kube::Resource;
 use kube::api::{ObjectMeta, TypeMeta};
 use kube::core::DynamicResourceScope;
 use kube::discovery::ApiResource;
+use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
-use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -137,25 +137,6 @@ impl<'de> Visitor<'de> for CompactVisitor {
     }
 }
 
-impl Serialize for CompactObject {
-    /// The object as the API server would send it: type, metadata, the rest.
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{Error as _, SerializeMap as _};
-        let fields: Map<String, Value> =
-            serde_json::from_str(self.rest.get()).map_err(S::Error::custom)?;
-        let mut map = serializer.serialize_map(None)?;
-        if let Some(types) = &self.types {
-            map.serialize_entry("apiVersion", &types.api_version)?;
-            map.serialize_entry("kind", &types.kind)?;
-        }
-        map.serialize_entry("metadata", &self.metadata)?;
-        for (key, value) in &fields {
-            map.serialize_entry(key, value)?;
-        }
-        map.end()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,7 +165,6 @@ mod tests {
             "applications",
         );
         assert_eq!(compact.to_value(&resource).unwrap(), application());
-        assert_eq!(serde_json::to_value(&compact).unwrap(), application());
         assert!(!compact.rest().contains("u-1") && compact.rest().starts_with("{\"spec\""));
     }
 
